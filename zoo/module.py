@@ -148,6 +148,10 @@ class ZooModule(L.LightningModule):
             if fn is not None and any(b.is_meta for b in module.buffers(recurse=False)):
                 fn(device)
 
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        # lets `zoo publish run.ckpt` rebuild the right class without unpickling anything
+        checkpoint["zoo_model_type"] = self.model_type
+
     # ------------------------------------------------------------ publishing
     def publish(self, repo: str | os.PathLike, **kwargs) -> dict[str, Any]:
         from zoo.publish import publish

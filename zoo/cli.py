@@ -1,0 +1,206 @@
+"""The ``zoo`` command line: ``zoo list | info | download | load | publish | train | finetune | convert``,
+plus the commands each method adds (``zoo chess …``, ``zoo rcg …``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Sequence
+
+from zoo import registry
+
+
+# ----------------------------------------------------------------------------- tables
+def _human_bytes(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+def _entry_size(entry: registry.ModelEntry) -> int | None:
+    sizes = [f.size for f in entry.files]
+    return None if any(s is None for s in sizes) else sum(sizes)
+
+
+def model_table(pattern: str | None = None, method: str | None = None, markdown: bool = False) -> str:
+    """The catalog as a table (plain text for `zoo list`, Markdown for the README)."""
+    rows = []
+    for name in registry.list_models(pattern, method):
+        e = registry.get_entry(name)
+        metrics = ", ".join(f"{k} {v}" for k, v in list(e.metrics.items())[:2])
+        rows.append([name, e.method, e.source, _human_bytes(_entry_size(e)), metrics or "-"])
+    header = ["name", "method", "source", "size", "metrics"]
+    if not markdown:
+        return _table(rows, header) if rows else "no models match"
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join([f"`{r[0]}`", *r[1:]]) + " |" for r in rows]
+    return "\n".join(out)
+
+
+# ----------------------------------------------------------------------------- commands
+def cmd_list(args) -> None:
+    if args.json:
+        print(json.dumps(registry.list_models(args.pattern, args.method)))
+    else:
+        print(model_table(args.pattern, args.method))
+
+
+def cmd_info(args) -> None:
+    info = registry.info(args.name)
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return
+    for key in ("name", "method", "source", "repo", "revision", "license", "paper", "recipe", "base_model"):
+        if info.get(key):
+            print(f"{key:11s} {info[key]}")
+    if info["description"]:
+        print(f"{'description':11s} {info['description']}")
+    for key in ("metrics", "defaults", "architecture"):
+        if info[key]:
+            print(f"{key}:")
+            for k, v in info[key].items():
+                print(f"  {k}: {v}")
+    print("files:")
+    print(_table([[f["path"], _human_bytes(f["size"]), f["sha256"] or "(pinned on first download)"]
+                  for f in info["files"]], ["path", "size", "sha256"]))
+
+
+def cmd_download(args) -> None:
+    from zoo.loading import resolve_repo
+
+    print(resolve_repo(args.name, revision=args.revision))
+
+
+def cmd_load(args) -> None:
+    from zoo.loading import load
+
+    model = load(args.name, revision=args.revision, device=args.device, dtype=args.dtype)
+    n = sum(p.numel() for p in model.parameters())
+    print(f"{type(model).__name__} ({model.model_type}), {n:,} parameters, "
+          f"dtype {next(model.parameters()).dtype}, device {next(model.parameters()).device}")
+
+
+def cmd_publish(args) -> None:
+    from zoo.publish import publish
+
+    card = None
+    if args.card:
+        from omegaconf import OmegaConf
+
+        card = OmegaConf.to_container(OmegaConf.load(args.card), resolve=True)
+    src = args.source
+    if not src.endswith(".ckpt"):
+        from zoo.loading import load
+
+        src = load(src)
+    result = publish(src, args.repo, card=card, endpoint=args.endpoint, token=args.token, private=args.private,
+                     max_shard_bytes=int(args.max_shard_mb * 1024**2))
+    print(f"repo   {result['repo']}")
+    if result["commit"]:
+        print(f"commit {result['commit']}  (pin this as the catalog entry's revision)")
+    print(_table([[n, f["sha256"], str(f["size"])] for n, f in result["files"].items()], ["file", "sha256", "bytes"]))
+
+
+def cmd_train(args) -> None:
+    from zoo.train import run_recipe
+
+    run_recipe(args.recipe, args.overrides, ckpt_path=args.ckpt_path)
+
+
+def cmd_finetune(args) -> None:
+    from zoo.train import run_recipe
+
+    run_recipe(args.recipe, args.overrides, init_from=args.name)
+
+
+# ----------------------------------------------------------------------------- parser
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="zoo", description="A PyTorch Lightning model zoo with pretrained checkpoints.")
+    parser.add_argument("--version", action="version", version=f"zoo {__import__('zoo').__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = commands.add_parser("list", help="list catalog models")
+    p.add_argument("pattern", nargs="?", help="shell-style name pattern, e.g. 'chess-*'")
+    p.add_argument("--method", help="only this method's models")
+    p.add_argument("--json", action="store_true", help="print names as JSON")
+    p.set_defaults(func=cmd_list)
+
+    p = commands.add_parser("info", help="show a model's catalog entry")
+    p.add_argument("name")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_info)
+
+    p = commands.add_parser("download", help="fetch and verify a model's files; print their folder")
+    p.add_argument("name", help="catalog name or hf://owner/repo")
+    p.add_argument("--revision")
+    p.set_defaults(func=cmd_download)
+
+    p = commands.add_parser("load", help="load a model and print a summary")
+    p.add_argument("name", help="catalog name, hf://owner/repo or a local repo folder")
+    p.add_argument("--revision")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype")
+    p.set_defaults(func=cmd_load)
+
+    p = commands.add_parser("publish", help="write a model as a Hub repo into a folder, or upload it (hf://owner/name)")
+    p.add_argument("source", help="catalog name, local repo folder, or a Lightning .ckpt of a zoo module")
+    p.add_argument("repo", help="a folder (e.g. hub/my-model) or hf://owner/name")
+    p.add_argument("--card", help="YAML/JSON with model card fields (description, metrics, license, datasets, ...)")
+    p.add_argument("--endpoint", help="Hub endpoint (default: $ZOO_HF_ENDPOINT or huggingface.co)")
+    p.add_argument("--token")
+    p.add_argument("--private", action="store_true")
+    p.add_argument("--max-shard-mb", type=float, default=2048, help="shard model.safetensors above this size")
+    p.set_defaults(func=cmd_publish)
+
+    p = commands.add_parser("train", help="run a recipe (LightningCLI YAML) from scratch")
+    p.add_argument("recipe", help="e.g. recipes/chess/small.yaml; further --a.b=c arguments override the recipe")
+    p.add_argument("--ckpt-path", help="resume from this Lightning checkpoint")
+    p.set_defaults(func=cmd_train)
+
+    p = commands.add_parser("finetune", help="run a recipe starting from a pretrained model's weights")
+    p.add_argument("name")
+    p.add_argument("recipe", help="a recipe for the same module; further --a.b=c arguments override it")
+    p.set_defaults(func=cmd_finetune)
+
+    convert = commands.add_parser("convert", help="convert official checkpoints into zoo repos")
+    converters = convert.add_subparsers(dest="method", metavar="METHOD", required=True)
+    for hook in registry.cli_hooks().values():
+        hook(commands, converters)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args, overrides = parser.parse_known_args(argv)
+    if args.command in ("train", "finetune"):
+        args.overrides = overrides
+    elif overrides:
+        parser.error(f"unrecognized arguments: {' '.join(overrides)}")
+    try:
+        args.func(args)
+    except (registry.UnknownModelError, FileNotFoundError, ValueError) as err:
+        print(f"zoo: error: {err}", file=sys.stderr)
+        return 2
+    except Exception as err:
+        from zoo.hub import IntegrityError, OfflineError
+
+        if isinstance(err, (IntegrityError, OfflineError)):
+            print(f"zoo: error: {err}", file=sys.stderr)
+            return 2
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""Recipes: LightningCLI YAML configs run by ``zoo train`` and ``zoo finetune``.
+
+A recipe names a ZooModule and a LightningDataModule by ``class_path`` with their ``init_args`` and the
+``trainer`` settings. OmegaConf interpolation (``${model.init_args.lr}``) works inside recipes, command-line
+overrides are jsonargparse's (``--trainer.max_steps=10``), and the resolved config is saved beside the
+checkpoints (``config.yaml`` in the run's log folder).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+__all__ = ["run_recipe"]
+
+
+def run_recipe(
+    recipe: str | os.PathLike,
+    overrides: Sequence[str] = (),
+    *,
+    init_from: str | None = None,
+    ckpt_path: str | None = None,
+):
+    """Run ``fit`` for ``recipe``; with ``init_from`` (a zoo model name or folder), start from its weights.
+
+    Returns the LightningCLI object (its ``model`` and ``trainer`` hold the result).
+    """
+    import lightning as L
+    from lightning.pytorch.cli import LightningCLI
+
+    from zoo.module import ZooModule
+
+    if not os.path.isfile(recipe):
+        raise FileNotFoundError(f"recipe {recipe} not found; recipes live in recipes/<method>/*.yaml")
+    cli = LightningCLI(
+        ZooModule,
+        L.LightningDataModule,
+        subclass_mode_model=True,
+        subclass_mode_data=True,
+        parser_kwargs={"parser_mode": "omegaconf"},
+        save_config_kwargs={"overwrite": True},
+        args=["--config", str(recipe), *overrides],
+        run=False,
+    )
+    if init_from is not None:
+        from zoo.loading import load
+
+        pretrained = load(init_from)
+        if type(pretrained) is not type(cli.model):
+            raise ValueError(
+                f"{init_from} is a {type(pretrained).__name__} but the recipe builds a {type(cli.model).__name__}; "
+                "use a recipe for the same module"
+            )
+        try:
+            cli.model.load_weights_({k: v.clone() for k, v in pretrained.pretrained_state_dict().items()})
+        except RuntimeError as err:
+            raise ValueError(f"the recipe's architecture does not match {init_from}: {err}") from None
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=ckpt_path)
+    return cli
