@@ -17,7 +17,7 @@ import torch
 
 from zoo._io import CONFIG_NAME, DEFAULT_SHARD_BYTES, atomic_path, save_state_dict, write_json_atomic
 
-__all__ = ["ZooModule", "plain", "CONFIG_FORMAT"]
+__all__ = ["ZooModule", "plain", "constructor_args", "CONFIG_FORMAT"]
 
 CONFIG_FORMAT = 1
 
@@ -40,6 +40,11 @@ def plain(obj: Any, where: str = "hparams") -> Any:
     )
 
 
+def constructor_args(hparams: Any) -> dict[str, Any]:
+    """Hyperparameters without the bookkeeping LightningCLI adds (``_class_path``, ``_instantiator``)."""
+    return {k: v for k, v in dict(hparams).items() if not k.startswith("_")}
+
+
 class ZooModule(L.LightningModule):
     model_type: ClassVar[str] = ""
     method: ClassVar[str] = ""
@@ -48,7 +53,7 @@ class ZooModule(L.LightningModule):
     @property
     def config(self) -> dict[str, Any]:
         """The plain-dict hyperparameters that rebuild this module."""
-        return plain(dict(self.hparams))
+        return plain(constructor_args(self.hparams))
 
     def config_json(self) -> dict[str, Any]:
         if not self.model_type or not self.method:
@@ -123,7 +128,10 @@ class ZooModule(L.LightningModule):
 
     def load_weights_(self, state: dict[str, torch.Tensor]) -> None:
         """Strictly assign ``state`` (missing or unexpected keys are an error), then restore derived buffers."""
-        result = self.load_state_dict(state, strict=False, assign=True)
+        try:
+            result = self.load_state_dict(state, strict=False, assign=True)
+        except RuntimeError as err:  # shape mismatches
+            raise RuntimeError(f"weights do not match {type(self).__name__}: {err}") from None
         if result.missing_keys or result.unexpected_keys:
             raise RuntimeError(
                 f"weights do not match {type(self).__name__}: "
@@ -147,6 +155,11 @@ class ZooModule(L.LightningModule):
             fn = getattr(module, "reset_buffers", None)
             if fn is not None and any(b.is_meta for b in module.buffers(recurse=False)):
                 fn(device)
+
+    def on_fit_start(self) -> None:
+        # zoo.load returns eval mode and Lightning keeps a module's mode, so switch back for training;
+        # methods with frozen parts keep them in eval by overriding train()
+        self.train()
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         # lets `zoo publish run.ckpt` rebuild the right class without unpickling anything

@@ -11,6 +11,7 @@ import difflib
 import fnmatch
 import importlib
 import pkgutil
+import warnings
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import Any, Callable
@@ -152,18 +153,25 @@ def register_model(entry: ModelEntry) -> ModelEntry:
 
 
 def discover() -> None:
-    """Import every method package once: ``zoo.<sub>`` subpackages and ``zoo.methods`` entry points."""
+    """Import every method package once: ``zoo.<sub>`` subpackages and ``zoo.methods`` entry points.
+
+    A built-in method that fails to import is a bug and raises; a third-party plugin that fails only warns,
+    so one broken plugin cannot take the whole zoo down.
+    """
     global _discovered
     if _discovered:
         return
-    _discovered = True
     import zoo
 
     for mod in pkgutil.iter_modules(zoo.__path__):
         if mod.ispkg and not mod.name.startswith("_"):
             importlib.import_module(f"zoo.{mod.name}")
     for ep in metadata.entry_points(group="zoo.methods"):
-        importlib.import_module(ep.value)
+        try:
+            importlib.import_module(ep.value)
+        except Exception as err:  # noqa: BLE001
+            warnings.warn(f"zoo plugin {ep.name!r} ({ep.value}) failed to import and is skipped: {err}")
+    _discovered = True
 
 
 def get_method(name: str) -> MethodSpec:

@@ -1,0 +1,21 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS))
+os.environ.setdefault("HF_HUB_DISABLE_XET", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+
+@pytest.fixture(autouse=True)
+def isolated_caches(tmp_path_factory, monkeypatch):
+    """Every test gets its own zoo home and HF cache; nothing leaks into ~/.cache."""
+    root = tmp_path_factory.mktemp("caches")
+    monkeypatch.setenv("ZOO_HOME", str(root / "zoo"))
+    monkeypatch.setenv("ZOO_HF_CACHE", str(root / "hf"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("ZOO_OFFLINE", raising=False)
+    yield root

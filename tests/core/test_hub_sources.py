@@ -1,0 +1,204 @@
+"""Embedded and upstream sources: pins, tampering, truncation, offline behaviour and concurrent first loads."""
+
+import http.server
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+from toy import ToyRegressor
+
+import zoo
+from zoo._io import sha256_file
+from zoo.hub import IntegrityError, OfflineError
+from zoo.registry import FileSpec, ModelEntry, register_model
+
+
+class _Files(http.server.ThreadingHTTPServer):
+    """Serves a dict of path -> bytes; can truncate responses and counts requests."""
+
+    def __init__(self):
+        self.files, self.truncate, self.hits = {}, set(), []
+        files = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                files.hits.append(self.path)
+                body = files.files.get(self.path)
+                if body is None:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body[: len(body) // 2] if self.path in files.truncate else body)
+
+            def log_message(self, *args):
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+@pytest.fixture
+def files_server():
+    server = _Files()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+
+
+def _official_bytes(tmp_path, seed=0):
+    torch.manual_seed(seed)
+    model = ToyRegressor(width=8)
+    path = tmp_path / f"official{seed}.safetensors"
+    save_file({k.replace("net.", "official."): v for k, v in model.net.state_dict(prefix="net.").items()}, str(path))
+    return model, path.read_bytes()
+
+
+def _upstream_entry(name, server, data, *, pinned=True):
+    spec = FileSpec("official.safetensors", sha256_file_bytes(data) if pinned else None,
+                    len(data) if pinned else None, url=f"{server.url}/{name}/official.safetensors")
+    server.files[f"/{name}/official.safetensors"] = data
+    return register_model(ModelEntry(
+        name=name, method="toy", source="upstream", repo=name, files=(spec,),
+        converter="toy:convert_upstream", architecture={"width": 8},
+    ))
+
+
+def sha256_file_bytes(data):
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_upstream_download_convert_and_cache(tmp_path, files_server):
+    model, data = _official_bytes(tmp_path)
+    _upstream_entry("toy-up", files_server, data)
+    loaded = zoo.load("toy-up")
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), loaded.state_dict().values()))
+    n = len(files_server.hits)
+    zoo.load("toy-up")  # cached: no request
+    assert len(files_server.hits) == n
+
+
+def test_upstream_tampered_file_is_rejected_and_not_kept(tmp_path, files_server, isolated_caches):
+    _, data = _official_bytes(tmp_path)
+    entry = _upstream_entry("toy-tampered", files_server, data)
+    files_server.files["/toy-tampered/official.safetensors"] = data[:-1] + bytes([data[-1] ^ 1])
+    with pytest.raises(IntegrityError, match=f"expected sha256 {entry.files[0].sha256}"):
+        zoo.load("toy-tampered")
+    downloads = isolated_caches / "zoo" / "downloads" / "toy-tampered"
+    assert not downloads.exists() or not any(downloads.iterdir())
+    files_server.files["/toy-tampered/official.safetensors"] = data  # server fixed: next load works
+    zoo.load("toy-tampered")
+
+
+def test_upstream_truncated_transfer_leaves_nothing(tmp_path, files_server, isolated_caches):
+    _, data = _official_bytes(tmp_path)
+    _upstream_entry("toy-trunc", files_server, data)
+    files_server.truncate.add("/toy-trunc/official.safetensors")
+    with pytest.raises(Exception):
+        zoo.load("toy-trunc")
+    downloads = isolated_caches / "zoo" / "downloads" / "toy-trunc"
+    assert not downloads.exists() or not any(downloads.iterdir())
+
+
+def test_cached_file_tampered_on_disk_is_deleted(tmp_path, files_server, isolated_caches):
+    _, data = _official_bytes(tmp_path)
+    _upstream_entry("toy-disk", files_server, data)
+    zoo.load("toy-disk")
+    cached = isolated_caches / "zoo" / "downloads" / "toy-disk" / "official.safetensors"
+    raw = bytearray(cached.read_bytes())
+    raw[-1] ^= 1
+    cached.write_bytes(bytes(raw))
+    with pytest.raises(IntegrityError, match="bad copy was deleted"):
+        zoo.load("toy-disk")
+    assert not cached.exists()
+    zoo.load("toy-disk")  # downloads it again
+
+
+def test_unpinned_upstream_is_pinned_on_first_use(tmp_path, files_server):
+    _, data = _official_bytes(tmp_path)
+    _upstream_entry("toy-tofu", files_server, data, pinned=False)
+    zoo.load("toy-tofu")
+    _, other = _official_bytes(tmp_path, seed=1)
+    files_server.files["/toy-tofu/official.safetensors"] = other
+    zoo.load("toy-tofu")  # cached copy matches the recorded pin
+    pins = (Path(zoo.hub.zoo_home()) / "pins" / "toy-tofu.json").read_text()
+    assert sha256_file_bytes(data) in pins
+
+
+def test_offline_without_cache_says_how_to_get_it(tmp_path, files_server, monkeypatch):
+    _, data = _official_bytes(tmp_path)
+    _upstream_entry("toy-offline", files_server, data)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(OfflineError, match="zoo download toy-offline") as err:
+        zoo.load("toy-offline")
+    assert "ZOO_HUB" in str(err.value) and "local repo folder" in str(err.value)
+    assert files_server.hits == []
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    zoo.load("toy-offline")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    n = len(files_server.hits)
+    zoo.load("toy-offline")  # cached: loads with zero network calls
+    assert len(files_server.hits) == n
+
+
+def test_no_network_gives_offline_error():
+    register_model(ModelEntry(
+        name="toy-unreachable", method="toy", source="upstream", repo="x", converter="toy:convert_upstream",
+        files=(FileSpec("official.safetensors", "1" * 64, 10, url="http://127.0.0.1:9/official.safetensors"),),
+    ))
+    with pytest.raises(OfflineError, match="download of http://127.0.0.1:9/official.safetensors failed"):
+        zoo.load("toy-unreachable")
+
+
+def test_embedded_source(tmp_path, monkeypatch):
+    hub = tmp_path / "hub"
+    model = ToyRegressor(width=4)
+    names = model.save_pretrained(hub / "toy-emb")
+    files = tuple(FileSpec(n, sha256_file(hub / "toy-emb" / n), (hub / "toy-emb" / n).stat().st_size) for n in names)
+    register_model(ModelEntry(name="toy-emb", method="toy", source="embedded", repo="toy-emb", files=files))
+    monkeypatch.setenv("ZOO_HUB", str(hub))
+    assert torch.equal(zoo.load("toy-emb").net[0].weight, model.net[0].weight)
+    weights = hub / "toy-emb" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-4])  # truncated in the source tree
+    with pytest.raises(IntegrityError, match="restore it"):
+        zoo.load("toy-emb")
+    assert weights.exists()  # never deletes files it does not own
+
+
+CONCURRENT = textwrap.dedent("""
+    import sys, torch
+    sys.path.insert(0, {tests!r})
+    import toy, zoo
+    from zoo.registry import FileSpec, ModelEntry, register_model
+    register_model(ModelEntry(name="toy-race", method="toy", source="upstream", repo="toy-race",
+        converter="toy:convert_upstream", architecture={{"width": 8}},
+        files=(FileSpec("official.safetensors", {sha!r}, {size}, url={url!r}),)))
+    m = zoo.load("toy-race")
+    print(float(sum(p.sum() for p in m.parameters())))
+""")
+
+
+def test_two_processes_load_one_uncached_model(tmp_path, files_server):
+    model, data = _official_bytes(tmp_path)
+    files_server.files["/race/official.safetensors"] = data
+    script = CONCURRENT.format(tests=str(Path(__file__).parents[1]), sha=sha256_file_bytes(data), size=len(data),
+                               url=f"{files_server.url}/race/official.safetensors")
+    procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    expected = float(sum(p.sum() for p in model.parameters()))
+    assert [float(o[0]) for o in outs] == pytest.approx([expected, expected])
+    assert files_server.hits.count("/race/official.safetensors") == 1  # the lock made the second one wait

@@ -1,0 +1,117 @@
+import json
+import os
+
+import pytest
+import torch
+from toy import ToyRegressor
+
+import zoo
+from zoo._io import WEIGHTS_INDEX_NAME, sha256_file
+
+
+def _same(a, b):
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_save_load_round_trip(tmp_path):
+    model = ToyRegressor(width=8, depth=3)
+    model.save_pretrained(tmp_path)
+    loaded = zoo.load(tmp_path)
+    assert type(loaded) is ToyRegressor and not loaded.training
+    assert _same(model, loaded)
+    assert loaded.scale.item() == pytest.approx(8**-0.5)  # the unsaved buffer was rebuilt
+    x = torch.randn(5, 4)
+    assert torch.equal(model(x), loaded(x))
+    assert json.loads((tmp_path / "config.json").read_text())["hparams"] == {"width": 8, "depth": 3, "lr": 0.01}
+
+
+def test_load_builds_on_meta_without_random_init(tmp_path, monkeypatch):
+    ToyRegressor().save_pretrained(tmp_path)
+    calls = []
+    original = torch.nn.init.kaiming_uniform_
+
+    def spy(tensor, *args, **kwargs):
+        calls.append(tensor.device.type)
+        return original(tensor, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.init, "kaiming_uniform_", spy)
+    zoo.load(tmp_path)
+    assert calls and set(calls) == {"meta"}  # init ran only on meta tensors: no real random init
+
+
+def test_sharded_round_trip(tmp_path):
+    model = ToyRegressor(width=64, depth=4)
+    names = model.save_pretrained(tmp_path, max_shard_bytes=10_000)
+    assert WEIGHTS_INDEX_NAME in names and len([n for n in names if n.startswith("model-")]) > 1
+    assert not (tmp_path / "model.safetensors").exists()
+    assert _same(model, zoo.load(tmp_path))
+    model.save_pretrained(tmp_path)  # back to one file: stale shards are removed
+    assert not list(tmp_path.glob("model-*")) and not (tmp_path / WEIGHTS_INDEX_NAME).exists()
+
+
+def test_strict_loading(tmp_path):
+    ToyRegressor(depth=2).save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["hparams"]["depth"] = 3
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(RuntimeError, match="weights do not match ToyRegressor"):
+        zoo.load(tmp_path)
+    model = ToyRegressor(depth=2)
+    with pytest.raises(RuntimeError, match=r"missing \['net.2.weight'\]"):
+        model.load_weights_({k: v for k, v in model.state_dict().items() if k != "net.2.weight"})
+    with pytest.raises(RuntimeError, match=r"unexpected \['extra'\]"):
+        model.load_weights_({**model.state_dict(), "extra": torch.zeros(1)})
+
+
+def test_dtype_and_device(tmp_path):
+    ToyRegressor().save_pretrained(tmp_path)
+    model = zoo.load(tmp_path, dtype="bf16", device="cpu")
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+    with pytest.raises(ValueError, match="unknown dtype"):
+        zoo.load(tmp_path, dtype="int3")
+
+
+def test_pickles_in_a_repo_are_never_executed(tmp_path):
+    marker = tmp_path / "pwned"
+
+    class Exploit:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    repo = tmp_path / "repo"
+    ToyRegressor().save_pretrained(repo)
+    torch.save({"x": Exploit()}, repo / "pytorch_model.bin")
+    for name in ("model.pt", "model.ckpt", "model.pkl", "model.pth"):
+        (repo / name).write_bytes((repo / "pytorch_model.bin").read_bytes())
+    zoo.load(repo)  # loads safetensors only
+    (repo / "model.safetensors").unlink()
+    with pytest.raises(FileNotFoundError, match="model.safetensors"):
+        zoo.load(repo)
+    assert not marker.exists()
+
+
+def test_bad_paths_and_names(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not a folder"):
+        zoo.load(tmp_path / "missing")
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        zoo.load(tmp_path)
+    with pytest.raises(zoo.UnknownModelError):
+        zoo.load("definitely-not-a-model")
+
+
+def test_hparams_must_be_plain(tmp_path):
+    from omegaconf import OmegaConf
+
+    model = ToyRegressor()
+    model.hparams["extra"] = torch.zeros(1)
+    with pytest.raises(TypeError, match="hparams.extra is a Tensor"):
+        model.save_pretrained(tmp_path)
+    model.hparams["extra"] = OmegaConf.create({"a": 1})  # DictConfig becomes a plain dict
+    assert model.config["extra"] == {"a": 1}
+
+
+def test_atomic_save_leaves_no_temp_files(tmp_path):
+    ToyRegressor().save_pretrained(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.safetensors"]
+    assert len(sha256_file(tmp_path / "model.safetensors")) == 64

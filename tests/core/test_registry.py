@@ -1,0 +1,68 @@
+import pytest
+
+import zoo
+from zoo.registry import FileSpec, ModelEntry, UnknownModelError, get_entry, register_model
+
+SHA = "0" * 64
+
+
+def _entry(name, method="toy", **kw):
+    return ModelEntry(name=name, method=method, source="embedded", repo=name, files=(FileSpec("config.json", SHA, 1),), **kw)
+
+
+def test_list_filters_by_pattern_and_method():
+    for n in ("toy-alpha", "toy-beta", "toy-gamma-large"):
+        register_model(_entry(n))
+    names = zoo.list_models("toy-*")
+    assert {"toy-alpha", "toy-beta", "toy-gamma-large"} <= set(names)
+    assert names == sorted(names)
+    assert zoo.list_models("toy-*-large") == ["toy-gamma-large"]
+    assert "toy-alpha" in zoo.list_models(method="toy")
+    with pytest.raises(KeyError, match="unknown method 'nope'"):
+        zoo.list_models(method="nope")
+
+
+def test_unknown_name_suggests_close_names():
+    register_model(_entry("toy-alpha"))
+    with pytest.raises(UnknownModelError) as err:
+        get_entry("toy-alpah")
+    assert "Did you mean: toy-alpha" in str(err.value)
+    assert "zoo list" in str(err.value)
+
+
+def test_names_are_stable():
+    register_model(_entry("toy-stable"))
+    register_model(_entry("toy-stable"))  # same contents: fine
+    with pytest.raises(ValueError, match="already registered"):
+        register_model(_entry("toy-stable", license="mit"))
+
+
+def test_info_is_plain_dict():
+    register_model(_entry("toy-info", metrics={"mse": 0.5}))
+    info = zoo.info("toy-info")
+    assert info["metrics"] == {"mse": 0.5}
+    assert info["files"] == [{"path": "config.json", "sha256": SHA, "size": 1, "url": None}]
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"source": "hf", "revision": "main"}, "pinned 40-hex revision"),
+        ({"source": "upstream"}, "converter and a url"),
+        ({"source": "ftp"}, "source must be one of"),
+        ({"files": (FileSpec("a", "abc", 1),)}, "64-hex sha256"),
+    ],
+)
+def test_entry_validation(kwargs, message):
+    base = dict(name="bad", method="toy", source="embedded", repo="bad", files=(FileSpec("a", SHA, 1),))
+    with pytest.raises(ValueError, match=message):
+        ModelEntry(**{**base, **kwargs})
+
+
+def test_import_zoo_is_light():
+    import subprocess
+    import sys
+
+    code = "import sys, zoo; zoo.list_models(); print(sorted(m for m in ('torch', 'lightning') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -1,0 +1,78 @@
+import json
+
+import lightning as L
+import pytest
+import torch
+import yaml
+from toy import ToyData, ToyRegressor
+
+import zoo
+from zoo.cli import main
+from zoo.train import run_recipe
+
+RECIPE = str(__import__("pathlib").Path(__file__).parent / "recipes" / "toy.yaml")
+
+
+def _trainer(tmp_path, **kw):
+    return L.Trainer(max_steps=2, accelerator="cpu", logger=False, enable_checkpointing=False,
+                     enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path, **kw)
+
+
+def test_fit_a_loaded_model(tmp_path):
+    ToyRegressor().save_pretrained(tmp_path / "repo")
+    model = zoo.load(tmp_path / "repo")
+    before = model.net[0].weight.clone()
+    trainer = _trainer(tmp_path, devices=1)
+    assert not model.training
+    trainer.fit(model, datamodule=ToyData())
+    assert trainer.global_step == 2
+    assert model.training  # zoo.load returns eval mode; fitting switches to train mode
+    assert not torch.equal(before, model.net[0].weight)
+
+
+def test_fit_a_loaded_model_ddp_spawn(tmp_path):
+    ToyRegressor().save_pretrained(tmp_path / "repo")
+    model = zoo.load(tmp_path / "repo")
+    trainer = _trainer(tmp_path, devices=2, strategy="ddp_spawn")
+    trainer.fit(model, datamodule=ToyData())
+    assert "train_loss" in trainer.callback_metrics  # the spawned ranks trained and reported back
+    assert not torch.equal(zoo.load(tmp_path / "repo").net[0].weight, model.net[0].weight)  # weights came back
+
+
+def test_recipe_runs_and_saves_resolved_config(tmp_path):
+    cli = run_recipe(RECIPE, [f"--trainer.default_root_dir={tmp_path}", "--model.init_args.lr=0.1"])
+    assert cli.trainer.global_step == 2
+    assert cli.model.hparams.lr == 0.1
+    saved = yaml.safe_load(open(cli.trainer.log_dir + "/config.yaml"))
+    assert saved["data"]["init_args"]["batch_size"] == 8  # interpolation resolved
+    ckpts = list(tmp_path.rglob("*.ckpt"))
+    assert ckpts
+    ckpt = torch.load(ckpts[0], weights_only=True)  # plain containers only
+    assert ckpt["zoo_model_type"] == "toy-mlp" and ckpt["hyper_parameters"]["lr"] == 0.1
+
+    result = zoo.publish(str(ckpts[0]), tmp_path / "published")
+    published = zoo.load(tmp_path / "published")
+    assert torch.equal(published.net[0].weight, cli.model.net[0].weight.cpu())
+    assert result["files"]["model.safetensors"]["size"] > 0
+
+
+def test_finetune_starts_from_pretrained_weights(tmp_path):
+    pretrained = ToyRegressor(width=8)
+    pretrained.save_pretrained(tmp_path / "repo")
+    cli = run_recipe(RECIPE, [f"--trainer.default_root_dir={tmp_path}", "--trainer.max_steps=0"],
+                     init_from=str(tmp_path / "repo"))
+    assert torch.equal(cli.model.net[0].weight, pretrained.net[0].weight)
+    with pytest.raises(ValueError, match="does not match"):
+        run_recipe(RECIPE, [f"--trainer.default_root_dir={tmp_path}", "--model.init_args.width=4"],
+                   init_from=str(tmp_path / "repo"))
+
+
+def test_cli_train_and_publish(tmp_path, capsys):
+    assert main(["train", RECIPE, f"--trainer.default_root_dir={tmp_path}"]) == 0
+    ckpt = next(tmp_path.rglob("*.ckpt"))
+    assert main(["publish", str(ckpt), str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "model.safetensors" in out and "sha256" in out
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["model_type"] == "toy-mlp"
+    assert main(["load", str(tmp_path / "out")]) == 0
+    assert "ToyRegressor (toy-mlp)" in capsys.readouterr().out
