@@ -1,0 +1,106 @@
+import chess
+import numpy as np
+import pytest
+import torch
+from conftest import load_json
+
+from zoo.chess.engine import board_svg, legal_moves, parse_move
+from zoo.chess.model import CONFIGS
+from zoo.chess.module import ChessTransformerModule
+
+
+def _boards():
+    data = load_json("engine_av_tiny.json")
+    boards = []
+    for pos in data["positions"]:
+        board = chess.Board(pos["start_fen"])
+        for move in pos["moves"]:
+            board.push_uci(move)
+        assert board.fen() == pos["fen"]
+        boards.append(board)
+    return data["positions"], boards
+
+
+def test_action_value_engine_matches_official(tiny_av):
+    positions, boards = _boards()
+    engine = tiny_av.engine(batch_size=7)  # odd chunks: results must not depend on batching
+    for pos, board, analysis in zip(positions, boards, engine.analyse_many(boards)):
+        assert [m.uci() for m in analysis.moves] == pos["legal_moves"]
+        assert np.abs(analysis.win_probs - pos["win_probs"]).max() < 1e-6, pos["id"]
+        assert np.abs(analysis.scores - pos["scores"]).max() < 1e-6, pos["id"]
+        assert analysis.repetition_draw.tolist() == pos["repetition_draw"], pos["id"]
+        assert analysis.best().uci() == pos["chosen_move"], pos["id"]
+        assert engine.play(board).uci() == pos["chosen_move"]
+        assert board.fen() == pos["fen"]  # analysis leaves the board as it was
+
+
+def test_batched_equals_single_position(tiny_av):
+    _, boards = _boards()
+    together = tiny_av.engine(batch_size=4096).analyse_many(boards)
+    for board, analysis in zip(boards, together):
+        alone = tiny_av.engine(batch_size=1).analyse(board)
+        np.testing.assert_allclose(alone.win_probs, analysis.win_probs, atol=1e-6)
+
+
+def _random_module(policy):
+    torch.manual_seed(1)
+    return ChessTransformerModule(policy=policy, **CONFIGS["tiny"]).eval()
+
+
+def test_state_value_engine_flips_child_buckets():
+    module = _random_module("state_value")
+    board = chess.Board("r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 2 3")
+    analysis = module.engine().analyse(board)
+    engine = module.engine()
+    from zoo.chess.tokenizer import bucket_values, tokenize
+
+    move = analysis.moves[3]
+    board.push(move)
+    row = np.concatenate([tokenize(board.fen()), [0]])[None].astype(np.int64)
+    board.pop()
+    log_probs = engine.last_log_probs(row)[0]
+    values = bucket_values()
+    assert analysis.win_probs[3] == pytest.approx(float(np.exp(log_probs[::-1]) @ values), abs=1e-12)
+    assert analysis.win_probs[3] == pytest.approx(1 - float(np.exp(log_probs) @ values), abs=1e-5)
+    assert 0 <= analysis.state_win_prob <= 1
+
+
+def test_behavioural_cloning_renormalises_over_legal_moves():
+    module = _random_module("behavioral_cloning")
+    board = chess.Board()
+    analysis = module.engine().analyse(board)
+    assert len(analysis.moves) == 20
+    assert np.exp(analysis.scores).sum() == pytest.approx(1.0)
+    assert analysis.best() == analysis.moves[int(np.argmax(analysis.scores))]
+
+
+def test_temperature_sampling_is_seeded(tiny_av):
+    board = chess.Board()
+    a = [tiny_av.engine(temperature=0.05, seed=5).play(board) for _ in range(3)]
+    b = [tiny_av.engine(temperature=0.05, seed=5).play(board) for _ in range(3)]
+    assert a == b
+    with pytest.raises(ValueError, match="temperature"):
+        tiny_av.engine(temperature=0)
+
+
+def test_parse_move_and_game_over(tiny_av):
+    board = chess.Board()
+    assert parse_move(board, "e2e4") == parse_move(board, "e4")
+    with pytest.raises(ValueError, match="not legal"):
+        parse_move(board, "e2e5")
+    with pytest.raises(ValueError, match="neither"):
+        parse_move(board, "castle!")
+    mate = chess.Board("rnb1kbnr/pppp1ppp/8/4p3/6Pq/5P2/PPPPP2P/RNBQKBNR w KQkq - 1 3")
+    with pytest.raises(ValueError, match="no legal moves"):
+        tiny_av.engine().play(mate)
+    assert [m.uci() for m in legal_moves(board)][:4] == ["b1a3", "b1c3", "g1f3", "g1h3"]
+
+
+def test_board_svg_lists_every_move(tiny_av):
+    board = chess.Board()
+    analysis = tiny_av.engine().analyse(board)
+    svg = board_svg(board, analysis)
+    assert svg.startswith("<svg") and svg.count("<text") == 21 and "h4" in svg
+    board.push_uci("e2e4")
+    with pytest.raises(ValueError, match="analyse this board"):
+        board_svg(board, analysis)

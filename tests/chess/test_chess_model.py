@@ -1,0 +1,88 @@
+import numpy as np
+import pytest
+import torch
+
+import zoo
+from zoo.chess.convert import convert, haiku_to_state_dict, infer_config, read_npz
+from zoo.chess.model import CONFIGS, ChessTransformer, ChessTransformerConfig
+from zoo.chess.module import ChessTransformerModule, hl_gauss_targets
+
+
+def _io(fixtures_dir):
+    return np.load(fixtures_dir / "model_av_tiny" / "io.npz")
+
+
+def test_npz_conversion_matches_official_log_probs(tiny_av, fixtures_dir):
+    io = _io(fixtures_dir)
+    sequences = torch.from_numpy(io["sequences"]).long()
+    with torch.no_grad():
+        log_probs = tiny_av(sequences)
+    assert log_probs.dtype == torch.float32
+    last = (log_probs[:, -1] - torch.from_numpy(io["log_probs"])).abs().max().item()
+    full = (log_probs[:4] - torch.from_numpy(io["log_probs_full"])).abs().max().item()
+    assert last <= 1e-5 and full <= 1e-5, (last, full)
+    loss = torch.nn.functional.nll_loss(log_probs[:, -1], sequences[:, -1]).item()
+    assert abs(loss - float(io["loss"])) < 1e-5
+    assert tiny_av.model.num_params() == 102_816
+
+
+def test_orbax_conversion_equals_npz(tmp_path, fixtures_dir, tiny_av):
+    pytest.importorskip("tensorstore")
+    module = convert(fixtures_dir / "model_av_tiny" / "orbax", tmp_path, num_heads=4)
+    for (name, a), b in zip(module.state_dict().items(), tiny_av.state_dict().values()):
+        assert torch.equal(a, b), name
+    io = _io(fixtures_dir)
+    with torch.no_grad():
+        out = zoo.load(tmp_path)(torch.from_numpy(io["sequences"]).long())[:, -1]
+    assert (out - torch.from_numpy(io["log_probs"])).abs().max().item() <= 1e-5
+
+
+def test_transposes_haiku_linears(fixtures_dir):
+    params = read_npz(fixtures_dir / "model_av_tiny" / "params.npz")
+    state = haiku_to_state_dict(params, 2)
+    assert torch.equal(state["blocks.1.attn.v.weight"], torch.from_numpy(params["multi_head_dot_product_attention_1/linear_2/w"].T))
+    assert torch.equal(state["blocks.0.mlp.gate.weight"], torch.from_numpy(params["linear/w"].T))
+    assert torch.equal(state["head.bias"], torch.from_numpy(params["linear_6/b"]))
+    cfg = infer_config(params, num_heads=4)
+    assert (cfg.num_layers, cfg.embedding_dim, cfg.output_size, cfg.policy) == (2, 32, 128, "action_value")
+    with pytest.raises(ValueError, match="does not fit"):
+        infer_config(params, policy="behavioral_cloning")
+
+
+@pytest.mark.parametrize(
+    "name, policy, expected",
+    [("9M", "action_value", 8_954_240), ("9M", "behavioral_cloning", 9_427_120), ("136M", "action_value", 136_479_872), ("270M", "action_value", 270_730_368)],
+)
+def test_official_sizes_have_the_official_parameter_counts(name, policy, expected):
+    with torch.device("meta"):
+        model = ChessTransformer(ChessTransformerConfig(policy=policy, **CONFIGS[name]))
+    assert model.num_params() == expected
+
+
+def test_save_and_load_round_trip(tmp_path):
+    torch.manual_seed(0)
+    module = ChessTransformerModule(policy="state_value", **CONFIGS["tiny"])
+    module.save_pretrained(tmp_path)
+    loaded = zoo.load(tmp_path)
+    x = torch.randint(0, 31, (3, 78))
+    with torch.no_grad():
+        assert torch.equal(module.eval()(x), loaded(x))
+    assert loaded.policy == "state_value" and not loaded.training
+
+
+def test_bad_configs_raise():
+    with pytest.raises(ValueError, match="policy"):
+        ChessTransformerModule(policy="qvalue")
+    with pytest.raises(ValueError, match="divisible"):
+        ChessTransformerModule(embedding_dim=30, num_heads=4)
+    with pytest.raises(ValueError, match="hl_gauss"):
+        ChessTransformerModule(policy="behavioral_cloning", hl_gauss_sigma=0.75)
+
+
+def test_hl_gauss_targets_are_distributions_centred_on_the_value():
+    p = torch.tensor([0.0, 0.3, 0.5, 0.99])
+    targets = hl_gauss_targets(p, 128, 0.75)
+    assert torch.allclose(targets.sum(-1), torch.ones(4))
+    mean = targets.double() @ ((torch.arange(128, dtype=torch.float64) + 0.5) / 128)
+    assert abs(mean[1] - 0.3) < 1e-3 and abs(mean[2] - 0.5) < 1e-6
+    assert targets[1].argmax() == int(0.3 * 128)

@@ -1,0 +1,210 @@
+"""Official searchless_chess checkpoints -> zoo repo folders.
+
+Two sources hold the same Haiku parameter tree ``{module: {param: array}}``:
+  * a flat ``.npz`` keyed ``module/param`` (e.g. ``linear_24/w``);
+  * an Orbax PyTree checkpoint ``<dir>/<step>/params/`` (zarr arrays in a TensorStore OCDBT store, or in
+    plain per-array folders for older Orbax). Reading it needs the optional ``tensorstore`` package.
+Haiku linears store ``w`` as ``[in, out]``; PyTorch wants ``[out, in]``, so every ``w`` is transposed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from zoo.chess.model import POLICIES, ChessTransformerConfig
+from zoo.chess.tokenizer import NUM_ACTIONS
+
+__all__ = [
+    "read_npz",
+    "read_orbax",
+    "find_params_dir",
+    "infer_config",
+    "haiku_to_state_dict",
+    "convert",
+    "from_upstream",
+]
+
+
+# ----------------------------------------------------------------------------- readers
+
+
+def read_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as data:
+        return {key: np.asarray(data[key]) for key in data.files}
+
+
+def find_params_dir(root: str | os.PathLike, step: int | None = None, ema: bool = False) -> Path:
+    """``root/<step>/params`` (``params_ema`` with ``ema``) for ``step`` or the largest step under ``root``.
+
+    ``root`` may also be a step folder, the params folder itself, or any folder above the checkpoint
+    directory (an unpacked official zip): the step folders are searched for below it.
+    """
+    root = Path(root)
+    leaf = "params_ema" if ema else "params"
+    if (root / "_METADATA").exists() or (root / "manifest.ocdbt").exists():
+        return root
+    if (root / leaf).is_dir():
+        return root / leaf
+    step_dirs = [p for p in root.rglob("*") if p.is_dir() and p.name.isdigit() and (p / leaf).is_dir()]
+    if not step_dirs:
+        raise FileNotFoundError(f"no Orbax checkpoint (<step>/{leaf}/) under {root}")
+    if step is None:
+        chosen = max(step_dirs, key=lambda p: int(p.name))
+    else:
+        matches = [p for p in step_dirs if int(p.name) == step]
+        if not matches:
+            raise FileNotFoundError(f"step {step} not under {root}; available: {sorted(int(p.name) for p in step_dirs)}")
+        chosen = matches[0]
+    return chosen / leaf
+
+
+def read_orbax(params_dir: str | os.PathLike) -> dict[str, np.ndarray]:
+    """All arrays of an Orbax ``params`` folder, keyed ``module/param``, read with TensorStore."""
+    try:
+        import tensorstore as ts
+    except ImportError:
+        raise ImportError(
+            "reading Orbax checkpoints needs the optional 'tensorstore' package: pip install tensorstore "
+            "(or convert from a flat params .npz instead)"
+        ) from None
+    params_dir = Path(params_dir).resolve()
+    if (params_dir / "manifest.ocdbt").exists():
+        kvstore = {"driver": "ocdbt", "base": f"file://{params_dir}"}
+        keys = [k.decode() for k in ts.KvStore.open(kvstore).result().list().result()]
+        names = sorted(k[: -len("/.zarray")] for k in keys if k.endswith("/.zarray"))
+    else:  # older Orbax: one zarr folder per array
+        kvstore = {"driver": "file", "path": f"{params_dir}/"}
+        names = sorted(p.parent.name for p in params_dir.glob("*/.zarray"))
+    if not names:
+        raise FileNotFoundError(f"{params_dir} holds no zarr arrays; is it an Orbax params folder?")
+    out = {}
+    for name in names:
+        module, _, param = name.rpartition(".")
+        array = ts.open({"driver": "zarr", "kvstore": kvstore, "path": name + "/"}, open=True).result()
+        out[f"{module}/{param}"] = np.asarray(array.read().result())
+    return out
+
+
+def read_params(src: str | os.PathLike, step: int | None = None, ema: bool = False) -> dict[str, np.ndarray]:
+    """A Haiku tree from a ``.npz`` file, an Orbax checkpoint folder, or an official ``.zip``."""
+    src = Path(src)
+    if src.suffix == ".npz":
+        return read_npz(src)
+    if src.suffix == ".zip":
+        with tempfile.TemporaryDirectory() as tmp:
+            with zipfile.ZipFile(src) as archive:
+                archive.extractall(tmp)
+            return read_orbax(find_params_dir(tmp, step, ema))
+    if src.is_dir():
+        return read_orbax(find_params_dir(src, step, ema))
+    raise ValueError(f"{src}: expected a params .npz, an Orbax checkpoint folder or an official checkpoint .zip")
+
+
+# ----------------------------------------------------------------------------- mapping
+
+
+def _name(base: str, i: int) -> str:
+    return base if i == 0 else f"{base}_{i}"
+
+
+def infer_config(params: dict[str, np.ndarray], *, policy: str | None = None, num_heads: int = 8) -> ChessTransformerConfig:
+    """Architecture from the tree's shapes. Heads are not visible in the weights (all official models use 8);
+    AV and SV trees look alike, so ``policy`` defaults to action-value unless the head has 1968 outputs."""
+    if "embed/embeddings" not in params:
+        raise ValueError("not a searchless_chess parameter tree: 'embed/embeddings' is missing")
+    vocab, dim = params["embed/embeddings"].shape
+    num_layers = len({m.group(0) for k in params if (m := re.match(r"multi_head_dot_product_attention(_\d+)?(?=/)", k))})
+    head_w = params.get(f"{_name('linear', 3 * num_layers)}/w")
+    if head_w is None:
+        raise ValueError(f"the head {_name('linear', 3 * num_layers)}/w is missing for {num_layers} layers")
+    out = head_w.shape[1]
+    hidden = params["linear/w"].shape[1]
+    if policy is None:
+        policy = "behavioral_cloning" if out == NUM_ACTIONS else "action_value"
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
+    if (policy == "behavioral_cloning") != (out == NUM_ACTIONS):
+        raise ValueError(f"a head with {out} outputs does not fit policy {policy!r}")
+    return ChessTransformerConfig(
+        policy=policy,
+        num_layers=num_layers,
+        embedding_dim=dim,
+        num_heads=num_heads,
+        widening_factor=hidden // dim,
+        num_return_buckets=out if out != NUM_ACTIONS else 128,
+        vocab_size=vocab,
+        max_sequence_length=params["embed_1/embeddings"].shape[0],
+    )
+
+
+def haiku_to_state_dict(params: dict[str, np.ndarray], num_layers: int) -> dict[str, torch.Tensor]:
+    """Map the Haiku tree onto ``ChessTransformer`` parameter names (linear weights transposed)."""
+    t = lambda key: torch.from_numpy(np.ascontiguousarray(params[key], dtype=np.float32))  # noqa: E731
+    tT = lambda key: torch.from_numpy(np.ascontiguousarray(params[key].T, dtype=np.float32))  # noqa: E731
+    sd = {"token_embedding.weight": t("embed/embeddings"), "position_embedding": t("embed_1/embeddings")}
+    for i in range(num_layers):
+        attn = _name("multi_head_dot_product_attention", i)
+        for j, proj in enumerate("qkvo"):
+            sd[f"blocks.{i}.attn.{proj}.weight"] = tT(f"{attn}/{_name('linear', j)}/w")
+        for ln, idx in (("ln_attn", 2 * i), ("ln_mlp", 2 * i + 1)):
+            sd[f"blocks.{i}.{ln}.weight"] = t(f"{_name('layer_norm', idx)}/scale")
+            sd[f"blocks.{i}.{ln}.bias"] = t(f"{_name('layer_norm', idx)}/offset")
+        for j, proj in enumerate(("gate", "up", "down")):
+            sd[f"blocks.{i}.mlp.{proj}.weight"] = tT(f"{_name('linear', 3 * i + j)}/w")
+    sd["ln_final.weight"] = t(f"{_name('layer_norm', 2 * num_layers)}/scale")
+    sd["ln_final.bias"] = t(f"{_name('layer_norm', 2 * num_layers)}/offset")
+    sd["head.weight"] = tT(f"{_name('linear', 3 * num_layers)}/w")
+    sd["head.bias"] = t(f"{_name('linear', 3 * num_layers)}/b")
+    used = 2 + 4 * num_layers + 4 * num_layers + 3 * num_layers + 4
+    if used != len(params):
+        known = {"embed/embeddings", "embed_1/embeddings"}
+        raise ValueError(f"the tree has {len(params)} arrays but a {num_layers}-layer model uses {used}: {sorted(set(params) - known)[:8]}")
+    return sd
+
+
+# ----------------------------------------------------------------------------- entry points
+
+
+def convert(
+    src: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    policy: str | None = None,
+    num_heads: int = 8,
+    step: int | None = None,
+    ema: bool = False,
+):
+    """Convert an official checkpoint (npz / Orbax folder / zip) into a zoo repo folder; returns the module."""
+    from zoo.chess.module import ChessTransformerModule
+
+    params = read_params(src, step=step, ema=ema)
+    cfg = infer_config(params, policy=policy, num_heads=num_heads)
+    state = haiku_to_state_dict(params, cfg.num_layers)
+    with torch.device("meta"):
+        module = ChessTransformerModule(**{k: v for k, v in vars(cfg).items() if k != "vocab_size"})
+    module.load_weights_({f"model.{k}": v for k, v in state.items()})
+    module.save_pretrained(out_dir)
+    return module
+
+
+def from_upstream(files: dict[str, Path], out_dir: Path, entry) -> None:
+    """Catalog converter: the official ``<name>.zip`` -> zoo repo folder (``params`` at the largest step)."""
+    if len(files) != 1:
+        raise ValueError(f"{entry.name}: expected one checkpoint zip, got {sorted(files)}")
+    arch = entry.architecture
+    (zip_path,) = files.values()
+    module = convert(zip_path, out_dir, policy=arch.get("policy"), num_heads=arch.get("num_heads", 8), step=arch.get("step"))
+    expected = arch.get("num_params")
+    if expected is not None and module.model.num_params() != expected:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        raise ValueError(f"{entry.name}: converted {module.model.num_params()} parameters, expected {expected}")
+    (Path(out_dir) / "upstream.json").write_text(json.dumps({"name": entry.name, "files": [f.url for f in entry.files]}) + "\n")

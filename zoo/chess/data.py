@@ -1,0 +1,134 @@
+"""ChessBench data for training: ``.bag`` records -> target sequences, and a LightningDataModule.
+
+Works on the official ChessBench download and on the zoo's own ``zoo chess make-data`` output (same
+layout: ``<root>/{train,test}/<policy>_data.bag``, sharded sets as ``<policy>@N_data.bag`` or found from
+their ``-0000i-of-0000N`` shard files).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from zoo.chess.bag import BagReader, decode_record
+from zoo.chess.model import POLICIES, sequence_length
+from zoo.chess.tokenizer import action_index, to_bucket, tokenize
+
+__all__ = ["ChessBagDataset", "ChessDataModule", "find_bag", "record_to_sequence"]
+
+
+def record_to_sequence(policy: str, record: tuple, num_return_buckets: int = 128) -> tuple[np.ndarray, float]:
+    """A decoded record -> (target sequence int64 (T,), win prob or NaN), in the official layout."""
+    fen_tokens = tokenize(record[0]).astype(np.int64)
+    if policy == "action_value":
+        _, move, win_prob = record
+        tail = [action_index(move), to_bucket(win_prob, num_return_buckets)]
+    elif policy == "state_value":
+        win_prob = record[1]
+        tail = [to_bucket(win_prob, num_return_buckets)]
+    else:
+        win_prob = float("nan")
+        tail = [action_index(record[1])]
+    return np.concatenate([fen_tokens, np.asarray(tail, np.int64)]), float(win_prob)
+
+
+class ChessBagDataset(Dataset):
+    """One bag (or ``X@N`` shards) of ``policy`` records as ``{"sequences", "win_probs"}`` samples."""
+
+    def __init__(self, path: str | Path, policy: str, num_return_buckets: int = 128, max_records: int | None = None):
+        if policy not in POLICIES:
+            raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
+        self.reader = BagReader(path)
+        self.policy = policy
+        self.num_return_buckets = num_return_buckets
+        self.length = len(self.reader) if max_records is None else min(max_records, len(self.reader))
+        if self.length == 0:
+            raise ValueError(f"{path} holds no records")
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        record = decode_record(self.policy, self.reader[i])
+        sequence, win_prob = record_to_sequence(self.policy, record, self.num_return_buckets)
+        return {"sequences": torch.from_numpy(sequence), "win_probs": torch.tensor(win_prob, dtype=torch.float32)}
+
+
+def find_bag(root: str | Path, split: str, policy: str) -> str:
+    """``root/split/<policy>_data.bag``, or its ``@N`` sharded form when only shards exist."""
+    folder = Path(root) / split
+    single = folder / f"{policy}_data.bag"
+    if single.exists():
+        return str(single)
+    shards = sorted(folder.glob(f"{policy}-*-of-*_data.bag"))
+    if shards:
+        n = int(re.search(r"-of-(\d+)_data\.bag$", shards[0].name)[1])
+        return str(folder / f"{policy}@{n}_data.bag")
+    raise FileNotFoundError(f"no {policy} data under {folder} (expected {single.name} or its shards); run `zoo chess make-data`")
+
+
+class ChessDataModule(L.LightningDataModule):
+    """Train/validation loaders over ChessBench-format bags.
+
+    Either ``data_dir`` (a ChessBench/make-data root with ``train/`` and ``test/``) or explicit
+    ``train_path`` / ``val_path`` (a ``.bag`` file or ``X@N.bag`` shards) must be given.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | None = None,
+        policy: str = "action_value",
+        train_path: str | None = None,
+        val_path: str | None = None,
+        batch_size: int = 256,
+        num_workers: int = 0,
+        num_return_buckets: int = 128,
+        max_train_records: int | None = None,
+        max_val_records: int | None = None,
+    ):
+        super().__init__()
+        if data_dir is None and train_path is None:
+            raise ValueError("ChessDataModule needs data_dir (with train/ and test/) or train_path")
+        self.save_hyperparameters()
+        self.train_set: ChessBagDataset | None = None
+        self.val_set: ChessBagDataset | None = None
+
+    def _path(self, explicit: str | None, split: str) -> str | None:
+        if explicit is not None:
+            return explicit
+        if self.hparams.data_dir is None:
+            return None
+        try:
+            return find_bag(self.hparams.data_dir, split, self.hparams.policy)
+        except FileNotFoundError:
+            if split == "train":
+                raise
+            return None
+
+    def setup(self, stage: str | None = None) -> None:
+        h = self.hparams
+        if self.train_set is None:
+            self.train_set = ChessBagDataset(self._path(h.train_path, "train"), h.policy, h.num_return_buckets, h.max_train_records)
+        val = self._path(h.val_path, "test")
+        if self.val_set is None and val is not None:
+            self.val_set = ChessBagDataset(val, h.policy, h.num_return_buckets, h.max_val_records)
+
+    @property
+    def sequence_length(self) -> int:
+        return sequence_length(self.hparams.policy)
+
+    def train_dataloader(self) -> DataLoader:
+        h = self.hparams
+        return DataLoader(self.train_set, batch_size=h.batch_size, shuffle=True, num_workers=h.num_workers,
+                          drop_last=len(self.train_set) >= h.batch_size, persistent_workers=h.num_workers > 0)
+
+    def val_dataloader(self):
+        if self.val_set is None:
+            return []
+        h = self.hparams
+        return DataLoader(self.val_set, batch_size=h.batch_size, num_workers=h.num_workers, persistent_workers=h.num_workers > 0)

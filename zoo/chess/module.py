@@ -1,0 +1,110 @@
+"""``ChessTransformerModule``: the ChessBench transformer as a zoo LightningModule (train, evaluate, play)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from zoo.chess.model import ChessTransformer, ChessTransformerConfig
+from zoo.module import ZooModule
+
+__all__ = ["ChessTransformerModule", "hl_gauss_targets"]
+
+
+def hl_gauss_targets(win_probs: torch.Tensor, num_buckets: int, sigma_buckets: float) -> torch.Tensor:
+    """HL-Gauss label smoothing (paper ablation): the mass of N(p, sigma) on each bucket [k/K, (k+1)/K],
+    renormalised over [0, 1]. ``sigma_buckets`` is in bucket widths (the paper's best: 0.75)."""
+    edges = torch.linspace(0, 1, num_buckets + 1, dtype=torch.float64, device=win_probs.device)  # (K+1,)
+    sigma = sigma_buckets / num_buckets
+    cdf = torch.special.erf((edges[None, :] - win_probs.double()[:, None]) / (math.sqrt(2) * sigma))  # (B, K+1)
+    mass = cdf[:, 1:] - cdf[:, :-1]
+    return (mass / mass.sum(-1, keepdim=True)).float()  # (B, K)
+
+
+class ChessTransformerModule(ZooModule):
+    """Action-value, state-value or behavioural-cloning predictor from "Amortized Planning with Large-Scale
+    Transformers: A Case Study on Chess". Batches are dicts with ``sequences`` ``(B, T)`` int64 (targets
+    in the official layout) and ``win_probs`` ``(B,)`` (used for HL-Gauss targets; NaN for BC).
+
+    Loss: the natural-log NLL of the last token (as the official trainer), or the cross-entropy against
+    HL-Gauss smoothed bucket targets when ``hl_gauss_sigma`` is set (AV/SV only).
+    """
+
+    model_type = "chess-transformer"
+    method = "chess"
+
+    def __init__(
+        self,
+        policy: str = "action_value",
+        num_layers: int = 8,
+        embedding_dim: int = 256,
+        num_heads: int = 8,
+        widening_factor: int = 4,
+        num_return_buckets: int = 128,
+        max_sequence_length: int = 79,
+        learning_rate: float = 1e-4,
+        hl_gauss_sigma: float | None = None,
+    ):
+        super().__init__()
+        self.save_hyperparameters()
+        self.cfg = ChessTransformerConfig(
+            policy=policy,
+            num_layers=num_layers,
+            embedding_dim=embedding_dim,
+            num_heads=num_heads,
+            widening_factor=widening_factor,
+            num_return_buckets=num_return_buckets,
+            max_sequence_length=max_sequence_length,
+        )
+        if hl_gauss_sigma is not None and (policy == "behavioral_cloning" or hl_gauss_sigma <= 0):
+            raise ValueError("hl_gauss_sigma must be positive and applies only to action_value / state_value")
+        self.model = ChessTransformer(self.cfg)
+
+    @property
+    def policy(self) -> str:
+        return self.cfg.policy
+
+    def forward(self, sequences: torch.Tensor) -> torch.Tensor:
+        """Log-probs ``(B, T, out)`` for target sequences ``(B, T)``."""
+        return self.model(sequences)
+
+    # ------------------------------------------------------------------ training
+    def _loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        sequences = batch["sequences"].long()
+        log_probs = self.model(sequences)[:, -1]  # (B, out): only the last position is trained
+        target = sequences[:, -1]
+        if self.hparams.hl_gauss_sigma is None:
+            loss = F.nll_loss(log_probs, target)
+        else:
+            soft = hl_gauss_targets(batch["win_probs"], self.cfg.output_size, self.hparams.hl_gauss_sigma)
+            loss = -(soft * log_probs).sum(-1).mean()
+        accuracy = (log_probs.argmax(-1) == target).float().mean()
+        return loss, accuracy
+
+    def training_step(self, batch, batch_idx):
+        loss, accuracy = self._loss(batch)
+        self.log_dict({"train_loss": loss, "train_accuracy": accuracy}, prog_bar=True, batch_size=len(batch["sequences"]))
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        loss, accuracy = self._loss(batch)
+        self.log_dict({"val_loss": loss, "val_accuracy": accuracy}, prog_bar=True, sync_dist=True, batch_size=len(batch["sequences"]))
+
+    def configure_optimizers(self):
+        # official: Adam, no weight decay; gradient clipping (global norm 1.0) is the Trainer's gradient_clip_val
+        return torch.optim.Adam(self.parameters(), lr=self.hparams.learning_rate)
+
+    # ------------------------------------------------------------------ play
+    def engine(self, **kwargs):
+        """A move-choosing engine (AV/SV/BC per this model's policy); see ``zoo.chess.engine.ChessEngine``."""
+        from zoo.chess.engine import ChessEngine
+
+        return ChessEngine(self, **kwargs)
+
+    def model_card_fields(self):
+        fields = super().model_card_fields()
+        fields["tags"] += ["chess", self.policy]
+        fields["datasets"] = ["ChessBench"]
+        return fields
