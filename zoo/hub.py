@@ -253,11 +253,11 @@ def fetch(entry: ModelEntry | str, *, endpoint: str | None = None, cache_dir: st
     """
     if isinstance(entry, str):
         entry = get_entry(entry)
+    if entry.source == "embedded":  # read in place: nothing to download, nothing to lock
+        return _fetch_embedded(entry)
     locks = zoo_home() / "locks"
     locks.mkdir(parents=True, exist_ok=True)
     with FileLock(str(locks / f"{entry.name}.lock")):
-        if entry.source == "embedded":
-            return _fetch_embedded(entry)
         if entry.source == "hf":
             return _fetch_hf(entry, endpoint, cache_dir)
         return _fetch_upstream(entry)

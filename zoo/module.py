@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import lightning as L
 import torch
+from torch.overrides import TorchFunctionMode
 
 from zoo._io import CONFIG_NAME, DEFAULT_SHARD_BYTES, atomic_path, save_state_dict, write_json_atomic
 
@@ -38,6 +39,15 @@ def plain(obj: Any, where: str = "hparams") -> Any:
         f"{where} is a {type(obj).__name__}; zoo hyperparameters must be plain JSON values "
         "(dict, list, str, int, float, bool, None) so checkpoints load with weights_only=True"
     )
+
+
+class _SkipInit(TorchFunctionMode):
+    """Make ``torch.nn.init`` calls no-ops: on the meta device they only cost time, and weights follow."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__module__", None) == "torch.nn.init":
+            return args[0] if args else kwargs.get("tensor")
+        return func(*args, **(kwargs or {}))
 
 
 def constructor_args(hparams: Any) -> dict[str, Any]:
@@ -118,7 +128,7 @@ class ZooModule(L.LightningModule):
             raise TypeError(f"{cls.__name__} takes no load options, got {sorted(kwargs)}")
         from zoo._io import load_state_dict
 
-        with torch.device("meta"):
+        with torch.device("meta"), _SkipInit():
             model = cls(**hparams)
         state = load_state_dict(directory, device=str(device))
         model.load_weights_(state)

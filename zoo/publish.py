@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from zoo._io import DEFAULT_SHARD_BYTES, atomic_path, sha256_file
-from zoo.module import ZooModule, constructor_args
+from zoo.module import ZooModule, _SkipInit, constructor_args
 from zoo.registry import resolve_module_class
 
 __all__ = ["publish", "render_card", "module_from_checkpoint", "TEMPLATE_PATH"]
@@ -31,7 +31,7 @@ def module_from_checkpoint(path: str | os.PathLike) -> ZooModule:
     if model_type is None:
         raise ValueError(f"{path} was not written by a ZooModule (no 'zoo_model_type' in the checkpoint)")
     cls = resolve_module_class(model_type)
-    with torch.device("meta"):
+    with torch.device("meta"), _SkipInit():
         model = cls(**constructor_args(ckpt.get("hyper_parameters", {})))
     model.load_weights_(ckpt["state_dict"])
     return model.eval()
