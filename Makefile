@@ -1,0 +1,42 @@
+# Two entry points for a fresh machine with Python 3.11 and pip:
+#   make demo   set everything up, then load the bundled default model and use it
+#   make test   set everything up, then run the test suite
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.zoo-installed
+
+.PHONY: setup demo test test-all bench readme system-deps
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch and torchvision as one matched pair (timm needs torchvision)
+	$(PY) -m pip install -q "torch==2.14.1" "torchvision==0.29.1"
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+# Debian packages the tests use (Stockfish for the chess engine tests); needs root, skipped otherwise.
+system-deps:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		scripts/install-system-deps.sh; \
+	else \
+		echo "not root or no apt-get: skipping Debian packages (tests that need them are skipped)"; \
+	fi
+
+demo: setup
+	$(PY) scripts/demo.py
+
+test: setup system-deps
+	$(PY) -m pytest -m "not slow" -q
+
+test-all: setup system-deps
+	$(PY) -m pytest -q
+
+bench: setup
+	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
+
+readme: setup
+	$(PY) scripts/update_readme.py
