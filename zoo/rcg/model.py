@@ -1,0 +1,792 @@
+"""RCG networks as plain ``nn.Module``s: the MoCo v3 representation encoder, the representation diffusion model
+(RDM: SimpleMLP + schedule + DDIM), the MaskGIT-style VQGAN tokenizer and the MAGE pixel generator.
+
+Parameter names follow the official checkpoints so conversion is a prefix rename. Every config is a
+``@dataclass`` built from a plain dict (the zoo's hyperparameters). See ``shared/specs/rcg.md`` for the
+behaviour reproduced here, including its quirks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from functools import partial
+from typing import Any
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from timm.models.vision_transformer import Attention, Block, VisionTransformer
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def config_from_dict(cls, values: dict[str, Any] | None, what: str):
+    """Build dataclass ``cls`` from a plain dict, naming unknown keys (a typo in a recipe must not pass silently)."""
+    values = dict(values or {})
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"{what}: unknown config keys {unknown}; known keys are {sorted(known)}")
+    return cls(**values)
+
+
+# =====================================================================================================================
+# MoCo v3 ViT representation encoder
+# =====================================================================================================================
+@dataclass
+class EncoderConfig:
+    img_size: int = 224
+    patch_size: int = 16
+    in_chans: int = 3
+    embed_dim: int = 768
+    depth: int = 12
+    num_heads: int = 12
+    mlp_ratio: float = 4.0
+    proj_hidden_dim: int = 4096  # projector MLP width
+    rep_dim: int = 256  # projector output = the representation
+    drop_path_rate: float = 0.0  # MoCo v3 pretraining uses 0.1 for ViT-B/L
+
+
+ENCODER_CONFIGS: dict[str, dict[str, Any]] = {
+    "mocov3_vit_base": dict(embed_dim=768, depth=12, num_heads=12),
+    "mocov3_vit_large": dict(embed_dim=1024, depth=24, num_heads=16),
+}
+
+
+def sincos_pos_embed_2d(grid_size: int, dim: int, temperature: float = 10000.0) -> torch.Tensor:
+    """MoCo v3's fixed position table (1, 1 + grid^2, dim): a zero CLS slot, then per token (row-major)
+    [sin(row w), cos(row w), sin(col w), cos(col w)] with w_k = temperature^(-k / (dim/4)). Built in float32."""
+    if dim % 4:
+        raise ValueError(f"embed_dim must be divisible by 4 for the 2D sin-cos position embedding, got {dim}")
+    quarter = dim // 4
+    omega = 1.0 / temperature ** (torch.arange(quarter, dtype=torch.float32) / quarter)
+    coords = torch.arange(grid_size, dtype=torch.float32)
+    rows, cols = torch.meshgrid(coords, coords, indexing="ij")
+    out_r = rows.flatten()[:, None] * omega[None]  # (grid^2, dim/4)
+    out_c = cols.flatten()[:, None] * omega[None]
+    table = torch.cat([out_r.sin(), out_r.cos(), out_c.sin(), out_c.cos()], dim=1)
+    return torch.cat([torch.zeros(1, dim), table], dim=0)[None]
+
+
+def build_mlp(num_layers: int, in_dim: int, hidden_dim: int, out_dim: int, last_bn: bool = True) -> nn.Sequential:
+    """MoCo v3 MLP: (Linear no-bias, BN, ReLU) x (n-1), Linear no-bias, [BN without affine]."""
+    layers: list[nn.Module] = []
+    for i in range(num_layers):
+        d_in = in_dim if i == 0 else hidden_dim
+        d_out = out_dim if i == num_layers - 1 else hidden_dim
+        layers.append(nn.Linear(d_in, d_out, bias=False))
+        if i < num_layers - 1:
+            layers += [nn.BatchNorm1d(d_out), nn.ReLU(inplace=True)]
+        elif last_bn:
+            layers.append(nn.BatchNorm1d(d_out, affine=False))
+    return nn.Sequential(*layers)
+
+
+def standardize(rep: torch.Tensor) -> torch.Tensor:
+    """Per-sample standardisation over features: unbiased std, no epsilon (as the official code)."""
+    return (rep - rep.mean(dim=-1, keepdim=True)) / rep.std(dim=-1, keepdim=True)
+
+
+class MocoViT(VisionTransformer):
+    """timm's ViT with MoCo v3's fixed sin-cos position table and the 3-layer projector as ``head``.
+
+    ``forward(x)`` maps a preprocessed (B, 3, S, S) batch to the projector output; :meth:`represent` does the
+    whole RCG representation pipeline from [0, 1] images.
+    """
+
+    def __init__(self, config: EncoderConfig):
+        super().__init__(
+            img_size=config.img_size,
+            patch_size=config.patch_size,
+            in_chans=config.in_chans,
+            num_classes=0,
+            global_pool="token",
+            embed_dim=config.embed_dim,
+            depth=config.depth,
+            num_heads=config.num_heads,
+            mlp_ratio=config.mlp_ratio,
+            qkv_bias=True,
+            drop_path_rate=config.drop_path_rate,
+            norm_layer=partial(nn.LayerNorm, eps=1e-6),
+            act_layer=nn.GELU,
+            weight_init="moco",
+        )
+        self.config = config
+        grid = config.img_size // config.patch_size
+        with torch.no_grad():
+            self.pos_embed.copy_(sincos_pos_embed_2d(grid, config.embed_dim))
+            # MoCo v3 patch-embed init: xavier-uniform over the flattened patch
+            val = math.sqrt(6.0 / float(3 * config.patch_size**2 + config.embed_dim))
+            nn.init.uniform_(self.patch_embed.proj.weight, -val, val)
+            nn.init.zeros_(self.patch_embed.proj.bias)
+            nn.init.normal_(self.cls_token, std=1e-6)
+        self.pos_embed.requires_grad_(False)
+        self.head = build_mlp(3, config.embed_dim, config.proj_hidden_dim, config.rep_dim)
+
+    def preprocess(self, images: torch.Tensor) -> torch.Tensor:
+        """[0, 1] images (B, 3, H, W) -> ImageNet-normalised, bicubic-resized to img_size (align_corners=False)."""
+        if images.ndim != 4 or images.shape[1] != 3:
+            raise ValueError(f"expected images of shape (B, 3, H, W) in [0, 1], got {tuple(images.shape)}")
+        mean = images.new_tensor(IMAGENET_MEAN).view(1, 3, 1, 1)
+        std = images.new_tensor(IMAGENET_STD).view(1, 3, 1, 1)
+        x = (images - mean) / std
+        size = self.config.img_size
+        if x.shape[-2:] != (size, size):
+            x = F.interpolate(x, size=(size, size), mode="bicubic", align_corners=False)
+        return x
+
+    def cls_feature(self, x: torch.Tensor) -> torch.Tensor:
+        """Preprocessed images -> CLS token after the final LayerNorm (B, D)."""
+        return self.forward_features(x)[:, 0]
+
+    @torch.no_grad()
+    def represent(self, images: torch.Tensor) -> torch.Tensor:
+        """[0, 1] images -> standardised representation (B, rep_dim); BatchNorm must be in eval mode."""
+        return standardize(self(self.preprocess(images)))
+
+
+# =====================================================================================================================
+# RDM: SimpleMLP denoiser, diffusion schedule, DDIM sampler, EMA
+# =====================================================================================================================
+@dataclass
+class RDMConfig:
+    in_channels: int = 256  # = representation dim
+    time_embed_dim: int = 256
+    model_channels: int = 1536
+    bottleneck_channels: int = 1536
+    num_res_blocks: int = 12
+    dropout: float = 0.0
+    use_context: bool = False  # class-conditional variant
+    context_channels: int = 512
+    n_classes: int = 1  # ClassEmbedder rows; unconditional models have 1 (label 0)
+    timesteps: int = 1000
+    linear_start: float = 0.0015
+    linear_end: float = 0.0195
+
+
+RDM_CONFIGS: dict[str, dict[str, Any]] = {  # config/rdm/mocov3vit{b,l}_simplemlp_l12_w1536[_classcond].yaml
+    "rdm_simplemlp_l12_w1536": dict(),
+    "rdm_simplemlp_l12_w1536_classcond": dict(use_context=True, n_classes=1000),
+}
+
+
+def timestep_embedding(t: torch.Tensor, dim: int, max_period: float = 10000.0) -> torch.Tensor:
+    """Sinusoidal embedding of raw integer timesteps (B,) -> (B, dim), cos first."""
+    half = dim // 2
+    freqs = torch.exp(-math.log(max_period) * torch.arange(half, dtype=torch.float32, device=t.device) / half)
+    args = t[:, None].float() * freqs[None]
+    emb = torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
+    if dim % 2:
+        emb = torch.cat([emb, torch.zeros_like(emb[:, :1])], dim=-1)
+    return emb
+
+
+class ResBlock(nn.Module):
+    def __init__(self, channels: int, emb_channels: int, bottleneck: int, dropout: float, context_channels: int | None):
+        super().__init__()
+        self.in_layers = nn.Sequential(nn.LayerNorm(channels), nn.SiLU(), nn.Linear(channels, bottleneck))
+        self.emb_layers = nn.Sequential(nn.SiLU(), nn.Linear(emb_channels, bottleneck))
+        self.context_layers = (
+            nn.Sequential(nn.SiLU(), nn.Linear(context_channels, bottleneck)) if context_channels else None
+        )
+        self.out_layers = nn.Sequential(
+            nn.LayerNorm(bottleneck), nn.SiLU(), nn.Dropout(dropout), nn.Linear(bottleneck, channels)
+        )
+        nn.init.zeros_(self.out_layers[3].weight)
+        nn.init.zeros_(self.out_layers[3].bias)
+
+    def forward(self, x: torch.Tensor, emb: torch.Tensor, context: torch.Tensor | None) -> torch.Tensor:
+        h = self.in_layers(x) + self.emb_layers(emb)  # (B, M)
+        if self.context_layers is not None:
+            h = h + self.context_layers(context)
+        return x + self.out_layers(h)
+
+
+class SimpleMLP(nn.Module):
+    """The RDM denoiser: a residual MLP over the representation, predicting x0."""
+
+    def __init__(self, config: RDMConfig):
+        super().__init__()
+        c = config
+        self.model_channels = c.model_channels
+        self.time_embed = nn.Sequential(
+            nn.Linear(c.model_channels, c.time_embed_dim), nn.SiLU(), nn.Linear(c.time_embed_dim, c.time_embed_dim)
+        )
+        self.input_proj = nn.Linear(c.in_channels, c.model_channels)
+        ctx = c.context_channels if c.use_context else None
+        self.res_blocks = nn.ModuleList(
+            ResBlock(c.model_channels, c.time_embed_dim, c.bottleneck_channels, c.dropout, ctx)
+            for _ in range(c.num_res_blocks)
+        )
+        self.out = nn.Sequential(nn.LayerNorm(c.model_channels, eps=1e-6), nn.SiLU(), nn.Linear(c.model_channels, c.in_channels))
+        nn.init.zeros_(self.out[2].weight)
+        nn.init.zeros_(self.out[2].bias)
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
+        """x (B, C), raw integer timesteps t (B,), context (B, ctx) -> x0 prediction (B, C)."""
+        emb = self.time_embed(timestep_embedding(t, self.model_channels).to(x.dtype))  # (B, T)
+        h = self.input_proj(x)  # (B, Cm)
+        for block in self.res_blocks:
+            h = block(h, emb, context)
+        return self.out(h)
+
+
+class DiffusionSchedule(nn.Module):
+    """The "linear" (in sqrt space) beta schedule, computed in float64 and kept in float32.
+
+    The buffers are derived from the config, so they are not saved; they also stay float32 when the model is
+    cast to half precision (bf16 cannot resolve 1 - alphas_cumprod near t = 0)."""
+
+    NAMES = ("betas", "alphas_cumprod", "alphas_cumprod_prev", "sqrt_alphas_cumprod",
+             "sqrt_one_minus_alphas_cumprod", "sqrt_recip_alphas_cumprod", "sqrt_recipm1_alphas_cumprod")
+
+    def __init__(self, timesteps: int, linear_start: float, linear_end: float):
+        super().__init__()
+        self.timesteps, self.linear_start, self.linear_end = timesteps, linear_start, linear_end
+        for name in self.NAMES:
+            self.register_buffer(name, torch.empty(timesteps), persistent=False)
+        self.reset_buffers(torch.get_default_device())
+
+    def reset_buffers(self, device) -> None:
+        if torch.device(device).type == "meta":
+            return
+        betas = torch.linspace(self.linear_start**0.5, self.linear_end**0.5, self.timesteps, dtype=torch.float64) ** 2
+        ac = torch.cumprod(1.0 - betas, dim=0)
+        ac_prev = torch.cat([torch.ones(1, dtype=torch.float64), ac[:-1]])
+        values = dict(
+            betas=betas, alphas_cumprod=ac, alphas_cumprod_prev=ac_prev, sqrt_alphas_cumprod=ac.sqrt(),
+            sqrt_one_minus_alphas_cumprod=(1 - ac).sqrt(), sqrt_recip_alphas_cumprod=(1 / ac).sqrt(),
+            sqrt_recipm1_alphas_cumprod=(1 / ac - 1).sqrt(),
+        )
+        for name, value in values.items():
+            setattr(self, name, value.to(device=device, dtype=torch.float32))
+
+    def _apply(self, fn, recurse=True):
+        super()._apply(fn, recurse)
+        if self.betas.dtype != torch.float32 and not self.betas.is_meta:
+            self.reset_buffers(self.betas.device)
+        return self
+
+    def q_sample(self, x0: torch.Tensor, t: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        return self.sqrt_alphas_cumprod[t, None] * x0 + self.sqrt_one_minus_alphas_cumprod[t, None] * noise
+
+    def eps_from_x0(self, x_t: torch.Tensor, t: torch.Tensor, x0: torch.Tensor) -> torch.Tensor:
+        return (self.sqrt_recip_alphas_cumprod[t, None] * x_t - x0) / self.sqrt_recipm1_alphas_cumprod[t, None]
+
+
+class RDM(nn.Module):
+    """Representation diffusion model: SimpleMLP (x0-parameterised) + class embedder + schedule."""
+
+    def __init__(self, config: RDMConfig):
+        super().__init__()
+        self.config = config
+        self.denoiser = SimpleMLP(config)
+        self.class_embed = nn.Embedding(config.n_classes, config.context_channels)
+        self.schedule = DiffusionSchedule(config.timesteps, config.linear_start, config.linear_end)
+
+    def context(self, labels: torch.Tensor) -> torch.Tensor | None:
+        return self.class_embed(labels) if self.config.use_context else None
+
+    def forward(self, x_t: torch.Tensor, t: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return self.denoiser(x_t, t, self.context(labels))
+
+    def loss(self, x0: torch.Tensor, labels: torch.Tensor, generator: torch.Generator | None = None,
+             t: torch.Tensor | None = None, noise: torch.Tensor | None = None) -> torch.Tensor:
+        """Plain MSE between the x0 prediction and x0 at uniform t (logvar 0, l_simple_weight 1)."""
+        if t is None:
+            t = torch.randint(0, self.config.timesteps, (x0.shape[0],), device=x0.device, generator=generator)
+        if noise is None:
+            noise = torch.randn(x0.shape, device=x0.device, dtype=x0.dtype, generator=generator)
+        x_t = self.schedule.q_sample(x0, t, noise)
+        return F.mse_loss(self(x_t, t, labels), x0)
+
+    def default_labels(self, n: int, device) -> torch.Tensor:
+        """Unconditional models pass label n_classes - 1 (= 0) through the embedder."""
+        return torch.full((n,), self.config.n_classes - 1, dtype=torch.long, device=device)
+
+
+def ddim_timesteps(num_steps: int, timesteps: int = 1000) -> torch.Tensor:
+    """Official 'uniform' DDIM steps, shifted by one: [0, c, 2c, ...] + 1 with c = T // S."""
+    if not 1 <= num_steps <= timesteps:
+        raise ValueError(f"rdm_steps must be in [1, {timesteps}], got {num_steps}")
+    c = timesteps // num_steps
+    return torch.arange(0, timesteps, c)[:num_steps] + 1
+
+
+def ddim_parameters(alphas_cumprod: torch.Tensor, steps: torch.Tensor, eta: float):
+    """(alphas, alphas_prev, sigmas) for the DDIM steps, float32; alphas_prev[0] = alphas_cumprod[0] (quirk)."""
+    ac = alphas_cumprod.detach().cpu().float()
+    alphas = ac[steps]
+    alphas_prev = torch.cat([ac[:1], ac[steps[:-1]]])
+    a, ap = alphas.double(), alphas_prev.double()
+    sigmas = eta * torch.sqrt((1 - ap) / (1 - a) * (1 - a / ap))
+    return alphas, alphas_prev, sigmas.float()
+
+
+@torch.no_grad()
+def ddim_sample(denoiser: SimpleMLP, schedule: DiffusionSchedule, x_T: torch.Tensor, context: torch.Tensor | None,
+                num_steps: int, eta: float = 1.0, generator: torch.Generator | None = None,
+                progress: bool = False) -> torch.Tensor:
+    """DDIM from x_T (B, C) with x0 predictions; float32 arithmetic whatever the weight dtype."""
+    steps = ddim_timesteps(num_steps, schedule.timesteps)
+    alphas, alphas_prev, sigmas = ddim_parameters(schedule.alphas_cumprod, steps, eta)
+    weight_dtype = denoiser.input_proj.weight.dtype
+    if context is not None:
+        context = context.to(weight_dtype)
+    x = x_T.float()
+    b = x.shape[0]
+    indices = range(num_steps - 1, -1, -1)
+    if progress:
+        from tqdm.auto import tqdm
+
+        indices = tqdm(indices, desc="RDM (DDIM)", leave=False)
+    for i in indices:
+        t = torch.full((b,), int(steps[i]), dtype=torch.long, device=x.device)
+        x0_hat = denoiser(x.to(weight_dtype), t, context).float()
+        eps = schedule.eps_from_x0(x, t, x0_hat)
+        a_t, a_prev, sigma = alphas[i], alphas_prev[i], sigmas[i]  # float32 scalars, as the official sampler
+        pred_x0 = (x - (1.0 - a_t).sqrt() * eps) / a_t.sqrt()
+        direction = (1.0 - a_prev - sigma**2).sqrt() * eps
+        x = a_prev.sqrt() * pred_x0 + direction
+        if float(sigma) > 0:
+            x = x + sigma * torch.randn(x.shape, device=x.device, generator=generator)
+    return x
+
+
+class EMA(nn.Module):
+    """LDM-style EMA of a module's parameters: decay = min(decay, (1 + n) / (10 + n)), n = updates so far."""
+
+    def __init__(self, module: nn.Module, decay: float = 0.9999):
+        super().__init__()
+        import copy
+
+        self.max_decay = decay
+        self.shadow = copy.deepcopy(module)
+        self.shadow.requires_grad_(False)
+        self.register_buffer("num_updates", torch.zeros((), dtype=torch.long))
+
+    @torch.no_grad()
+    def update(self, module: nn.Module) -> None:
+        self.num_updates += 1
+        n = self.num_updates.float()
+        decay = torch.clamp((1 + n) / (10 + n), max=self.max_decay)
+        for shadow, param in zip(self.shadow.parameters(), module.parameters(), strict=True):
+            shadow.sub_((1.0 - decay).to(shadow.dtype) * (shadow - param.detach()))
+
+
+# =====================================================================================================================
+# MaskGIT-style VQGAN tokenizer
+# =====================================================================================================================
+@dataclass
+class VQGANConfig:
+    ch: int = 128
+    ch_mult: list[int] = field(default_factory=lambda: [1, 1, 2, 2, 4])
+    num_res_blocks: int = 2
+    in_channels: int = 3
+    out_ch: int = 3
+    z_channels: int = 256
+    n_embed: int = 1024
+    dropout: float = 0.0
+    beta: float = 0.25  # commitment weight (legacy form)
+
+
+def _group_norm(channels: int) -> nn.GroupNorm:
+    return nn.GroupNorm(num_groups=32, num_channels=channels, eps=1e-6, affine=True)
+
+
+def swish(x: torch.Tensor) -> torch.Tensor:
+    return x * torch.sigmoid(x)
+
+
+class VQResnetBlock(nn.Module):
+    """MaskGIT residual block: conv without bias; when widths differ the 1x1 shortcut acts on h (x is dropped)."""
+
+    def __init__(self, in_channels: int, out_channels: int, dropout: float):
+        super().__init__()
+        self.norm1 = _group_norm(in_channels)
+        self.conv1 = nn.Conv2d(in_channels, out_channels, 3, padding=1, bias=False)
+        self.norm2 = _group_norm(out_channels)
+        self.dropout = nn.Dropout(dropout)
+        self.conv2 = nn.Conv2d(out_channels, out_channels, 3, padding=1, bias=False)
+        self.nin_shortcut = nn.Conv2d(out_channels, out_channels, 1, bias=False) if in_channels != out_channels else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.conv1(swish(self.norm1(x)))
+        h = self.conv2(self.dropout(swish(self.norm2(h))))
+        if self.nin_shortcut is not None:
+            return self.nin_shortcut(h) + h
+        return x + h
+
+
+class _Mid(nn.Module):
+    def __init__(self, channels: int, dropout: float):
+        super().__init__()
+        self.block_1 = VQResnetBlock(channels, channels, dropout)
+        self.block_2 = VQResnetBlock(channels, channels, dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.block_2(self.block_1(x))
+
+
+class _Upsample(nn.Module):
+    def __init__(self, channels: int):
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(F.interpolate(x, scale_factor=2.0, mode="nearest"))
+
+
+class VQEncoder(nn.Module):
+    def __init__(self, c: VQGANConfig):
+        super().__init__()
+        self.conv_in = nn.Conv2d(c.in_channels, c.ch, 3, padding=1, bias=False)
+        in_mult = (1, *c.ch_mult)
+        self.down = nn.ModuleList()
+        for level, mult in enumerate(c.ch_mult):
+            level_module = nn.Module()
+            blocks, width = nn.ModuleList(), c.ch * in_mult[level]
+            for _ in range(c.num_res_blocks):
+                blocks.append(VQResnetBlock(width, c.ch * mult, c.dropout))
+                width = c.ch * mult
+            level_module.block = blocks
+            self.down.append(level_module)
+        self.num_levels = len(c.ch_mult)
+        top = c.ch * c.ch_mult[-1]
+        self.mid = _Mid(top, c.dropout)
+        self.norm_out = _group_norm(top)
+        self.conv_out = nn.Conv2d(top, c.z_channels, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.conv_in(x)
+        for level, level_module in enumerate(self.down):
+            for block in level_module.block:
+                h = block(h)
+            if level != self.num_levels - 1:
+                h = F.avg_pool2d(h, 2, 2)
+        h = self.mid(h)
+        return self.conv_out(swish(self.norm_out(h)))
+
+
+class VQDecoder(nn.Module):
+    def __init__(self, c: VQGANConfig):
+        super().__init__()
+        width = c.ch * c.ch_mult[-1]
+        self.conv_in = nn.Conv2d(c.z_channels, width, 3, padding=1)
+        self.mid = _Mid(width, c.dropout)
+        up = [None] * len(c.ch_mult)
+        for level in reversed(range(len(c.ch_mult))):
+            level_module, blocks = nn.Module(), nn.ModuleList()
+            for _ in range(c.num_res_blocks):
+                blocks.append(VQResnetBlock(width, c.ch * c.ch_mult[level], c.dropout))
+                width = c.ch * c.ch_mult[level]
+            level_module.block = blocks
+            if level != 0:
+                level_module.upsample = _Upsample(width)
+            up[level] = level_module
+        self.up = nn.ModuleList(up)
+        self.norm_out = _group_norm(width)
+        self.conv_out = nn.Conv2d(width, c.out_ch, 3, padding=1)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        h = self.mid(self.conv_in(z))
+        for level in reversed(range(len(self.up))):
+            for block in self.up[level].block:
+                h = block(h)
+            if level != 0:
+                h = self.up[level].upsample(h)
+        return self.conv_out(swish(self.norm_out(h)))
+
+
+class VectorQuantizer(nn.Module):
+    def __init__(self, n_embed: int, dim: int, beta: float):
+        super().__init__()
+        self.beta = beta
+        self.embedding = nn.Embedding(n_embed, dim)
+        nn.init.uniform_(self.embedding.weight, -1.0 / n_embed, 1.0 / n_embed)
+
+    def codes(self, z: torch.Tensor) -> torch.Tensor:
+        """z (B, C, h, w) -> nearest code ids (B, h*w), row-major."""
+        flat = z.permute(0, 2, 3, 1).reshape(-1, z.shape[1])  # (B*h*w, C)
+        e = self.embedding.weight
+        d = flat.pow(2).sum(1, keepdim=True) + e.pow(2).sum(1)[None] - 2 * flat @ e.t()
+        return d.argmin(dim=1).view(z.shape[0], -1)
+
+    def lookup(self, codes: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
+        """codes (B, h*w) -> z_q (B, C, h, w)."""
+        z = self.embedding(codes).view(codes.shape[0], grid[0], grid[1], -1)
+        return z.permute(0, 3, 1, 2).contiguous()
+
+    def forward(self, z: torch.Tensor):
+        """Straight-through quantisation; returns (z_q, vq_loss, codes)."""
+        codes = self.codes(z)
+        z_q = self.lookup(codes, z.shape[-2:])
+        loss = self.beta * F.mse_loss(z_q.detach(), z) + F.mse_loss(z_q, z.detach())
+        return z + (z_q - z).detach(), loss, codes
+
+
+class VQGAN(nn.Module):
+    """MaskGIT VQGAN: [0, 1] images <-> token ids. No quant_conv, no attention, no output tanh or clamp."""
+
+    def __init__(self, config: VQGANConfig):
+        super().__init__()
+        self.config = config
+        self.encoder = VQEncoder(config)
+        self.decoder = VQDecoder(config)
+        self.quantize = VectorQuantizer(config.n_embed, config.z_channels, config.beta)
+
+    @property
+    def downsample(self) -> int:
+        return 2 ** (len(self.config.ch_mult) - 1)
+
+    def encode(self, images: torch.Tensor) -> torch.Tensor:
+        """[0, 1] images (B, 3, H, W) -> token ids (B, (H/f)*(W/f))."""
+        return self.quantize.codes(self.encoder(images))
+
+    def decode_codes(self, codes: torch.Tensor, grid: tuple[int, int] | None = None) -> torch.Tensor:
+        if grid is None:
+            side = math.isqrt(codes.shape[1])
+            grid = (side, side)
+        return self.decoder(self.quantize.lookup(codes, grid))
+
+    def forward(self, images: torch.Tensor):
+        """Reconstruction for training: (reconstruction, vq_loss, codes)."""
+        z_q, vq_loss, codes = self.quantize(self.encoder(images))
+        return self.decoder(z_q), vq_loss, codes
+
+
+# =====================================================================================================================
+# MAGE pixel generator
+# =====================================================================================================================
+@dataclass
+class MAGEConfig:
+    codebook_size: int = 1024
+    num_tokens: int = 256  # 16 x 16 VQGAN tokens
+    embed_dim: int = 1024
+    depth: int = 24
+    num_heads: int = 16
+    decoder_embed_dim: int = 1024
+    decoder_depth: int = 8
+    decoder_num_heads: int = 16
+    mlp_ratio: float = 4.0
+    dropout: float = 0.1
+    attn_dropout: float = 0.1
+    use_rep: bool = True  # False: the unconditional MAGE baseline (slot 0 is always the fake-class token)
+    rep_dim: int = 256
+    rep_drop_prob: float = 0.1
+    mask_ratio_min: float = 0.5
+    mask_ratio_max: float = 1.0
+    mask_ratio_mu: float = 0.75
+    mask_ratio_std: float = 0.25
+    label_smoothing: float = 0.1
+
+    @property
+    def vocab_size(self) -> int:
+        return self.codebook_size + 1000 + 1
+
+    @property
+    def fake_class_id(self) -> int:
+        return self.codebook_size + 76
+
+    @property
+    def mask_id(self) -> int:
+        return self.vocab_size - 1
+
+
+MAGE_CONFIGS: dict[str, dict[str, Any]] = {
+    "mage_vit_base_patch16": dict(embed_dim=768, depth=12, num_heads=12, decoder_embed_dim=768, decoder_depth=8,
+                                  decoder_num_heads=16),
+    "mage_vit_large_patch16": dict(embed_dim=1024, depth=24, num_heads=16, decoder_embed_dim=1024, decoder_depth=8,
+                                   decoder_num_heads=16),
+}
+
+
+class Float32LogitsAttention(Attention):
+    """MAGE attention: q.k logits and softmax in float32 even under autocast (half precision would overflow)."""
+
+    def forward(self, x: torch.Tensor, attn_mask=None, is_causal: bool = False) -> torch.Tensor:
+        B, N, C = x.shape
+        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)  # (B, H, N, hd)
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            attn = (q.float() @ k.float().transpose(-2, -1)) * self.scale
+            attn = attn.softmax(dim=-1)
+        attn = self.attn_drop(attn).to(v.dtype)
+        x = (attn @ v).transpose(1, 2).reshape(B, N, C)
+        return self.proj_drop(self.proj(x))
+
+
+def _mage_block(dim: int, heads: int, c: MAGEConfig) -> Block:
+    return Block(dim, heads, mlp_ratio=c.mlp_ratio, qkv_bias=True, proj_drop=c.dropout, attn_drop=c.attn_dropout,
+                 norm_layer=partial(nn.LayerNorm, eps=1e-6), act_layer=nn.GELU, attn_layer=Float32LogitsAttention)
+
+
+class TokenEmbedding(nn.Module):
+    """BERT-style embedding: LayerNorm(word[ids] + position), then dropout."""
+
+    def __init__(self, vocab_size: int, seq_len: int, dim: int, dropout: float):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(vocab_size, dim)
+        self.position_embeddings = nn.Embedding(seq_len, dim)
+        self.LayerNorm = nn.LayerNorm(dim, eps=1e-6)
+        self.dropout = nn.Dropout(dropout)
+        nn.init.normal_(self.word_embeddings.weight, std=0.02)
+        nn.init.normal_(self.position_embeddings.weight, std=0.02)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.word_embeddings(ids) + self.position_embeddings.weight[None, : ids.shape[1]]
+        return self.dropout(self.LayerNorm(x))
+
+
+class MlmLayer(nn.Module):
+    """Tied output head: logits = GELU-LN(fc(h)) @ word_embeddings^T + bias."""
+
+    def __init__(self, in_dim: int, dim: int, vocab_size: int):
+        super().__init__()
+        self.fc = nn.Linear(in_dim, dim)
+        self.gelu = nn.GELU()
+        self.ln = nn.LayerNorm(dim)
+        self.bias = nn.Parameter(torch.zeros(1, 1, vocab_size))
+
+    def forward(self, x: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
+        return self.ln(self.gelu(self.fc(x))) @ word_embeddings.t() + self.bias
+
+
+class MAGE(nn.Module):
+    """Masked generative encoder over VQGAN tokens, with slot 0 carrying the (projected) representation."""
+
+    def __init__(self, config: MAGEConfig):
+        super().__init__()
+        c = self.config = config
+        seq_len = c.num_tokens + 1
+        self.token_emb = TokenEmbedding(c.vocab_size, seq_len, c.embed_dim, c.dropout)
+        if c.use_rep:
+            self.latent_prior_proj = nn.Linear(c.rep_dim, c.embed_dim)
+            self.fake_latent = nn.Parameter(torch.randn(1, c.rep_dim) * 0.02)
+        self.blocks = nn.ModuleList(_mage_block(c.embed_dim, c.num_heads, c) for _ in range(c.depth))
+        self.norm = nn.LayerNorm(c.embed_dim, eps=1e-6)
+        self.decoder_embed = nn.Linear(c.embed_dim, c.decoder_embed_dim)
+        self.decoder_pos_embed_learned = nn.Parameter(torch.randn(1, seq_len, c.decoder_embed_dim) * 0.02)
+        self.decoder_blocks = nn.ModuleList(
+            _mage_block(c.decoder_embed_dim, c.decoder_num_heads, c) for _ in range(c.decoder_depth)
+        )
+        self.decoder_norm = nn.LayerNorm(c.decoder_embed_dim, eps=1e-6)
+        self.mlm_layer = MlmLayer(c.decoder_embed_dim, c.embed_dim, c.vocab_size)
+        self.apply(self._init_weights)
+
+    @staticmethod
+    def _init_weights(m: nn.Module) -> None:
+        if isinstance(m, nn.Linear):
+            nn.init.xavier_uniform_(m.weight)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.LayerNorm):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+
+    # ---------------------------------------------------------------------------------------------------- forward
+    def forward(self, codes: torch.Tensor, rep: torch.Tensor | None, drop_mask: torch.Tensor,
+                all_mask: torch.Tensor) -> torch.Tensor:
+        """Logits (B, 1 + N, vocab).
+
+        codes (B, N) token ids; rep (B, rep_dim) or None (unconditional model); drop_mask / all_mask (B, N) bool:
+        positions removed from the encoder / positions whose token is hidden (drop is a subset of all)."""
+        c = self.config
+        B = codes.shape[0]
+        ids = torch.where(all_mask, torch.full_like(codes, c.mask_id), codes)
+        ids = torch.cat([torch.full_like(codes[:, :1], c.fake_class_id), ids], dim=1)  # (B, 1+N)
+        zero = torch.zeros_like(drop_mask[:, :1])
+        drop_mask = torch.cat([zero, drop_mask], dim=1)
+        all_mask = torch.cat([zero, all_mask], dim=1)
+
+        x = self.token_emb(ids)  # (B, 1+N, D)
+        if c.use_rep:
+            x = torch.cat([self.latent_prior_proj(rep.to(x.dtype))[:, None], x[:, 1:]], dim=1)
+        kept = x[~drop_mask].reshape(B, -1, x.shape[-1])  # (B, 1+N-n_drop, D), order preserved
+        for block in self.blocks:
+            kept = block(kept)
+        kept = self.decoder_embed(self.norm(kept))  # (B, K, Dd)
+
+        # every dropped or masked position is padded with the slot-0 vector
+        slot0 = kept[:, :1].expand(B, ids.shape[1], kept.shape[-1])
+        h = slot0.clone()
+        h[~drop_mask] = kept.reshape(-1, kept.shape[-1])
+        h = torch.where(all_mask[..., None], slot0, h)
+        h = h + self.decoder_pos_embed_learned
+        for block in self.decoder_blocks:
+            h = block(h)
+        h = self.decoder_norm(h)
+        return self.mlm_layer(h, self.token_emb.word_embeddings.weight.detach())
+
+    # --------------------------------------------------------------------------------------------------- training
+    def sample_masks(self, batch: int, device, generator: torch.Generator | None = None):
+        """Random (drop_mask, all_mask) (B, N): one truncated-normal mask ratio per batch, per-sample order."""
+        c, n = self.config, self.config.num_tokens
+        lo, hi = (c.mask_ratio_min - c.mask_ratio_mu) / c.mask_ratio_std, (c.mask_ratio_max - c.mask_ratio_mu) / c.mask_ratio_std
+        z = torch.empty(1)
+        nn.init.trunc_normal_(z, mean=0.0, std=1.0, a=lo, b=hi, generator=generator)
+        ratio = c.mask_ratio_mu + c.mask_ratio_std * float(z)
+        n_mask = math.ceil(n * ratio)
+        n_drop = math.ceil(n * c.mask_ratio_min)
+        noise = torch.rand(batch, n, device=device, generator=generator)
+        order = noise.argsort(dim=1).argsort(dim=1)  # rank of each position's noise
+        return order < n_drop, order < n_mask
+
+    def loss(self, codes: torch.Tensor, logits: torch.Tensor, all_mask: torch.Tensor) -> torch.Tensor:
+        """Label-smoothed cross entropy over the codebook, averaged over masked positions."""
+        logp = F.log_softmax(logits[:, 1:, : self.config.codebook_size].float(), dim=-1)  # (B, N, K)
+        nll = -logp.gather(-1, codes[..., None]).squeeze(-1)
+        smooth = -logp.mean(dim=-1)
+        eps = self.config.label_smoothing
+        per_token = (1 - eps) * nll + eps * smooth
+        mask = all_mask.float()
+        return (per_token * mask).sum() / mask.sum()
+
+    def training_rep(self, rep: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Replace each sample's representation by the fake latent with probability rep_drop_prob."""
+        drop = torch.rand(rep.shape[0], device=rep.device, generator=generator) < self.config.rep_drop_prob
+        return torch.where(drop[:, None], self.fake_latent.to(rep.dtype).expand_as(rep), rep)
+
+    # ------------------------------------------------------------------------------------------------- generation
+    @torch.no_grad()
+    def generate(self, rep: torch.Tensor | None, num_iter: int = 20, temperature: float = 6.0, cfg: float = 0.0,
+                 generator: torch.Generator | None = None, batch: int | None = None) -> torch.Tensor:
+        """Iterative decoding -> token ids (B, N). rep (B, rep_dim) or None for the unconditional model."""
+        c, n = self.config, self.config.num_tokens
+        if rep is not None:
+            batch = rep.shape[0]
+            device = rep.device
+        else:
+            device = self.decoder_pos_embed_learned.device
+        if cfg > 0 and not c.use_rep:
+            raise ValueError("classifier-free guidance needs a representation-conditioned MAGE (use_rep=True)")
+        ids = torch.full((batch, n), c.mask_id, dtype=torch.long, device=device)
+        no_drop = torch.zeros(batch, n, dtype=torch.bool, device=device)
+        sampled = ids
+        for step in range(num_iter):
+            unknown = ids == c.mask_id
+            if cfg > 0:
+                uncond = self.fake_latent.to(rep.dtype).expand_as(rep)
+                logits = self(torch.cat([ids, ids]), torch.cat([rep, uncond]), torch.cat([no_drop, no_drop]),
+                              torch.cat([unknown, unknown]))[:, 1:, : c.codebook_size].float()
+                cond, unc = logits[:batch], logits[batch:]
+                w = cfg * (step + 1) / num_iter  # linearly ramped guidance
+                logits = cond - w * (unc - cond)
+            else:
+                logits = self(ids, rep, no_drop, unknown)[:, 1:, : c.codebook_size].float()
+            probs = logits.softmax(dim=-1)  # (B, N, K)
+            sampled = torch.multinomial(probs.view(-1, c.codebook_size), 1, generator=generator).view(batch, n)
+            sampled = torch.where(unknown, sampled, ids)
+            ratio = (step + 1) / num_iter
+            mask_len = math.floor(n * math.cos(math.pi / 2 * ratio))
+            mask_len = max(1, min(int(unknown[0].sum()) - 1, mask_len))
+            chosen = probs.gather(-1, sampled[..., None]).squeeze(-1)
+            uniform = torch.rand(chosen.shape, device=device, generator=generator).clamp_min(1e-20)
+            gumbel = -torch.log(-torch.log(uniform))
+            confidence = torch.log(chosen) + temperature * (1 - ratio) * gumbel
+            confidence = torch.where(unknown, confidence, torch.full_like(confidence, math.inf))
+            cut_off = confidence.sort(dim=-1).values[:, mask_len - 1 : mask_len]
+            ids = torch.where(confidence <= cut_off, torch.full_like(sampled, c.mask_id), sampled)
+        return sampled

@@ -1,0 +1,399 @@
+"""LightningModules for the RCG stages: MoCo v3 pretraining, VQGAN tokenizer, RDM (with EMA), MAGE.
+
+Each stage is a :class:`~zoo.module.ZooModule`: plain-dict hyperparameters, rebuilt on the meta device on load.
+Stages that use frozen parts of an earlier stage (RDM and MAGE use the encoder, MAGE the tokenizer) take
+``encoder_init`` / ``vqgan_init``: a zoo repo folder or catalog name whose ``encoder.*`` / ``vqgan.*`` weights are
+copied in when training starts (not when a saved stage is loaded: those weights are already in its file).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from zoo.module import ZooModule
+from zoo.rcg.model import (
+    EMA,
+    MAGE,
+    RDM,
+    VQGAN,
+    EncoderConfig,
+    MAGEConfig,
+    MocoViT,
+    RDMConfig,
+    VQGANConfig,
+    build_mlp,
+    config_from_dict,
+    ddim_sample,
+)
+
+__all__ = ["MocoV3Module", "VQGANModule", "RDMModule", "MAGEModule", "mage_training_loss", "load_prefixed"]
+
+
+# =====================================================================================================================
+# shared helpers
+# =====================================================================================================================
+def _warmup_cosine(step: int, warmup: int, total: int) -> float:
+    """Linear warmup then half-cycle cosine to zero, as a multiplier of the base learning rate."""
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+def _schedule(optimizer, trainer, warmup_epochs: float) -> dict[str, Any]:
+    total = max(1, int(trainer.estimated_stepping_batches))
+    epochs = trainer.max_epochs if trainer.max_epochs and trainer.max_epochs > 0 else 1
+    warmup = int(round(warmup_epochs * total / epochs))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, partial(_warmup_cosine, warmup=warmup, total=total))
+    return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def _effective_batch(trainer, default: int) -> int:
+    """Per-device batch x devices x accumulation (the official lr scaling uses the effective batch)."""
+    trainer.estimated_stepping_batches  # noqa: B018  (sets up the train dataloader)
+    batch_size = getattr(trainer.train_dataloader, "batch_size", None) or default
+    return batch_size * max(1, trainer.world_size) * max(1, trainer.accumulate_grad_batches)
+
+
+def _decay_groups(module: nn.Module, weight_decay: float, skip: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """No weight decay on biases, norms and other 1-d parameters (and names in ``skip``)."""
+    decay, no_decay = [], []
+    for name, p in module.named_parameters():
+        if not p.requires_grad:
+            continue
+        (no_decay if p.ndim <= 1 or name.endswith(".bias") or name in skip else decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def _images_and_labels(batch) -> tuple[torch.Tensor, torch.Tensor | None]:
+    if isinstance(batch, torch.Tensor):
+        return batch, None
+    if isinstance(batch, dict):
+        return batch["image"], batch.get("label")
+    images, labels = batch[0], (batch[1] if len(batch) > 1 else None)
+    return images, labels
+
+
+def resolve_repo_dir(name_or_path: str) -> Path:
+    """A zoo repo folder, or the local folder of a catalog name (downloaded if needed)."""
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        return path
+    from zoo.hub import fetch
+
+    return fetch(str(name_or_path))
+
+
+def load_prefixed(module: nn.Module, name_or_path: str, prefix: str) -> None:
+    """Copy the ``prefix``-ed tensors of a zoo repo into ``module`` (strict: all keys must match)."""
+    from zoo._io import load_state_dict
+
+    state = load_state_dict(resolve_repo_dir(name_or_path))
+    sub = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+    if not sub:
+        raise ValueError(f"{name_or_path} holds no '{prefix}*' weights; pass a repo of an RCG stage that has them")
+    module.load_state_dict(sub, strict=True)
+
+
+def _freeze(module: nn.Module | None) -> None:
+    if module is not None:
+        module.requires_grad_(False)
+        module.eval()
+
+
+class _RCGStage(ZooModule):
+    method = "rcg"
+    _frozen: tuple[str, ...] = ()  # submodules that stay frozen and in eval mode
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        for name in self._frozen:
+            sub = getattr(self, name, None)
+            if sub is not None:
+                sub.eval()
+        return self
+
+    def load_weights_(self, state: dict[str, torch.Tensor]) -> None:
+        super().load_weights_(state)
+        self._pretrained_loaded = True
+
+    def _load_inits(self, inits: dict[str, str | None]) -> None:
+        if getattr(self, "_pretrained_loaded", False):
+            return
+        for prefix, source in inits.items():
+            if getattr(self, prefix, None) is None:
+                continue
+            if source is None:
+                raise ValueError(
+                    f"{type(self).__name__} trains on a frozen pretrained {prefix}: set `{prefix}_init` to a zoo repo "
+                    f"folder or catalog name holding '{prefix}.*' weights (or load a saved stage with zoo.load)"
+                )
+            load_prefixed(getattr(self, prefix), source, f"{prefix}.")
+        self._pretrained_loaded = True
+
+
+# =====================================================================================================================
+# MoCo v3 self-supervised pretraining
+# =====================================================================================================================
+class MocoV3Module(_RCGStage):
+    """MoCo v3 (ViT): base encoder + projector, momentum encoder, predictor; symmetric InfoNCE with temperature.
+
+    Batches are pairs of augmented views ``(view1, view2)`` of already normalised images (see
+    :class:`zoo.rcg.data.ImageDataModule` with ``stage="mocov3"``). The base encoder is RCG's representation
+    encoder; :meth:`encode` gives the standardised representation of [0, 1] images.
+    """
+
+    model_type = "rcg-mocov3"
+
+    def __init__(self, encoder: dict | None = None, predictor_hidden_dim: int = 4096, temperature: float = 0.2,
+                 momentum: float = 0.99, blr: float = 1.5e-4, weight_decay: float = 0.1, warmup_epochs: float = 40,
+                 stop_grad_patch_embed: bool = True):
+        super().__init__()
+        self.save_hyperparameters()
+        cfg = config_from_dict(EncoderConfig, encoder, "encoder")
+        self.encoder = MocoViT(cfg)
+        self.momentum_encoder = MocoViT(cfg)
+        self.momentum_encoder.load_state_dict(self.encoder.state_dict())
+        self.momentum_encoder.requires_grad_(False)
+        self.predictor = build_mlp(2, cfg.rep_dim, predictor_hidden_dim, cfg.rep_dim)
+        if stop_grad_patch_embed:  # MoCo v3's "random patch projection" trick for stability
+            self.encoder.patch_embed.requires_grad_(False)
+
+    @torch.no_grad()
+    def encode(self, images: torch.Tensor) -> torch.Tensor:
+        was_training = self.encoder.training
+        self.encoder.eval()
+        try:
+            return self.encoder.represent(images.to(self.encoder.cls_token.dtype)).float()
+        finally:
+            self.encoder.train(was_training)
+
+    def _contrastive(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        q, k = F.normalize(q, dim=1), F.normalize(k, dim=1)
+        offset = 0
+        if self.trainer is not None and self.trainer.world_size > 1:
+            k = self.all_gather(k).flatten(0, 1)
+            offset = q.shape[0] * self.global_rank
+        logits = q @ k.t() / self.hparams.temperature
+        labels = torch.arange(q.shape[0], device=q.device) + offset
+        return F.cross_entropy(logits, labels) * (2 * self.hparams.temperature)
+
+    def training_step(self, batch, batch_idx):
+        x1, x2 = batch[0]  # ([view1, view2], labels) from the two-crop transform
+        q1, q2 = self.predictor(self.encoder(x1)), self.predictor(self.encoder(x2))
+        with torch.no_grad():
+            self._momentum_update()
+            k1, k2 = self.momentum_encoder(x1), self.momentum_encoder(x2)
+        loss = self._contrastive(q1, k2) + self._contrastive(q2, k1)
+        self.log("train/loss", loss, prog_bar=True)
+        return loss
+
+    @torch.no_grad()
+    def _momentum_update(self) -> None:
+        total = max(1, int(self.trainer.estimated_stepping_batches)) if self.trainer is not None else 1
+        m0 = self.hparams.momentum
+        m = 1.0 - 0.5 * (1.0 + math.cos(math.pi * self.global_step / total)) * (1.0 - m0)  # cosine m0 -> 1
+        for pk, pq in zip(self.momentum_encoder.parameters(), self.encoder.parameters(), strict=True):
+            pk.mul_(m).add_(pq.detach(), alpha=1.0 - m)
+
+    def configure_optimizers(self):
+        lr = self.hparams.blr * _effective_batch(self.trainer, 256) / 256
+        params = [p for n, p in self.named_parameters() if p.requires_grad and not n.startswith("momentum_encoder.")]
+        opt = torch.optim.AdamW(params, lr=lr, weight_decay=self.hparams.weight_decay)
+        return _schedule(opt, self.trainer, self.hparams.warmup_epochs)
+
+
+# =====================================================================================================================
+# VQGAN tokenizer
+# =====================================================================================================================
+class VQGANModule(_RCGStage):
+    """MaskGIT-style VQGAN trained with reconstruction (L1 + MSE) and codebook/commitment losses."""
+
+    model_type = "rcg-vqgan"
+
+    def __init__(self, vqgan: dict | None = None, lr: float = 1e-4, betas: tuple[float, float] | list[float] = (0.5, 0.9),
+                 weight_decay: float = 0.0, warmup_epochs: float = 0.0, codebook_weight: float = 1.0):
+        super().__init__()
+        self.save_hyperparameters()
+        self.vqgan = VQGAN(config_from_dict(VQGANConfig, vqgan, "vqgan"))
+
+    @torch.no_grad()
+    def encode(self, images: torch.Tensor) -> torch.Tensor:
+        return self.vqgan.encode(images)
+
+    @torch.no_grad()
+    def decode(self, codes: torch.Tensor) -> torch.Tensor:
+        return self.vqgan.decode_codes(codes)
+
+    def _step(self, batch, stage: str):
+        images, _ = _images_and_labels(batch)
+        recon, vq_loss, codes = self.vqgan(images)
+        rec_loss = F.l1_loss(recon, images) + F.mse_loss(recon, images)
+        loss = rec_loss + self.hparams.codebook_weight * vq_loss
+        used = codes.unique().numel() / self.vqgan.config.n_embed
+        self.log_dict({f"{stage}/loss": loss, f"{stage}/rec": rec_loss, f"{stage}/vq": vq_loss,
+                       f"{stage}/codebook_usage": used}, prog_bar=stage == "train")
+        return loss
+
+    def training_step(self, batch, batch_idx):
+        return self._step(batch, "train")
+
+    def validation_step(self, batch, batch_idx):
+        self._step(batch, "val")
+
+    def configure_optimizers(self):
+        opt = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, betas=tuple(self.hparams.betas),
+                                weight_decay=self.hparams.weight_decay)
+        return _schedule(opt, self.trainer, self.hparams.warmup_epochs)
+
+
+# =====================================================================================================================
+# RDM
+# =====================================================================================================================
+class RDMModule(_RCGStage):
+    """Representation diffusion model on a frozen encoder's standardised representations, with EMA weights.
+
+    Keys: ``rdm.*`` (raw weights), ``ema.shadow.*`` + ``ema.num_updates`` (EMA of the denoiser, used for
+    sampling), ``encoder.*`` (frozen MoCo v3 encoder; absent when ``encoder`` is None, then batches must carry
+    representations instead of images).
+    """
+
+    model_type = "rcg-rdm"
+    _frozen = ("encoder",)
+
+    def __init__(self, rdm: dict | None = None, encoder: dict | None = None, encoder_init: str | None = None,
+                 blr: float = 1e-6, weight_decay: float = 0.01, ema_decay: float = 0.9999):
+        super().__init__()
+        self.save_hyperparameters()
+        self.rdm = RDM(config_from_dict(RDMConfig, rdm, "rdm"))
+        self.ema = EMA(self.rdm.denoiser, ema_decay)
+        self.encoder = MocoViT(config_from_dict(EncoderConfig, encoder, "encoder")) if encoder is not None else None
+        _freeze(self.encoder)
+
+    def setup(self, stage: str) -> None:
+        if stage == "fit":
+            self._load_inits({"encoder": self.hparams.encoder_init})
+
+    def representations(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
+        data, labels = _images_and_labels(batch)
+        if data.ndim == 4:
+            if self.encoder is None:
+                raise ValueError("this RDM has no encoder: feed representations (B, C), or build it with `encoder`")
+            data = self.encoder.represent(data.to(self.encoder.cls_token.dtype)).float()
+        if not self.rdm.config.use_context or labels is None:
+            labels = self.rdm.default_labels(data.shape[0], data.device)
+        return data, labels
+
+    def training_step(self, batch, batch_idx):
+        x0, labels = self.representations(batch)
+        loss = self.rdm.loss(x0, labels)
+        self.log("train/loss", loss, prog_bar=True)
+        return loss
+
+    def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
+        self.ema.update(self.rdm.denoiser)
+
+    def validation_step(self, batch, batch_idx):
+        x0, labels = self.representations(batch)
+        self.log("val/loss", self.rdm.loss(x0, labels))
+
+    @torch.no_grad()
+    def sample(self, n: int, *, steps: int = 250, eta: float = 1.0, labels: torch.Tensor | None = None,
+               seed: int | None = 0, use_ema: bool = True) -> torch.Tensor:
+        """Generate n representations (n, C) with DDIM (EMA weights by default)."""
+        device = self.rdm.class_embed.weight.device
+        generator = torch.Generator(device).manual_seed(seed) if seed is not None else None
+        if labels is None:
+            labels = self.rdm.default_labels(n, device)
+        x_T = torch.randn(n, self.rdm.config.in_channels, device=device, generator=generator)
+        denoiser = self.ema.shadow if use_ema else self.rdm.denoiser
+        return ddim_sample(denoiser, self.rdm.schedule, x_T, self.rdm.context(labels.to(device)), steps, eta,
+                           generator)
+
+    def configure_optimizers(self):
+        lr = self.hparams.blr * _effective_batch(self.trainer, 128)  # not divided by 256 (official)
+        params = [p for p in self.rdm.parameters() if p.requires_grad]
+        return torch.optim.AdamW(params, lr=lr, weight_decay=self.hparams.weight_decay)
+
+
+# =====================================================================================================================
+# MAGE
+# =====================================================================================================================
+def mage_training_loss(mage: MAGE, vqgan: VQGAN, encoder: MocoViT | None, images: torch.Tensor,
+                       generator: torch.Generator | None = None) -> torch.Tensor:
+    """One MAGE training loss: tokens from the frozen VQGAN, reps from the frozen encoder (dropped to the fake
+    latent with probability rep_drop_prob), random drop/mask, label-smoothed CE over masked tokens."""
+    with torch.no_grad():
+        codes = vqgan.encode(images.to(vqgan.encoder.conv_in.weight.dtype))
+        rep = encoder.represent(images.to(encoder.cls_token.dtype)) if mage.config.use_rep else None
+    if rep is not None:
+        rep = mage.training_rep(rep, generator)
+    drop_mask, all_mask = mage.sample_masks(codes.shape[0], codes.device, generator)
+    logits = mage(codes, rep, drop_mask, all_mask)
+    return mage.loss(codes, logits, all_mask)
+
+
+class MAGEModule(_RCGStage):
+    """MAGE pixel generator trained on ground-truth representations with fake-latent dropout.
+
+    Keys: ``mage.*``, ``vqgan.*`` (frozen tokenizer), ``encoder.*`` (frozen MoCo v3 encoder; absent for the
+    unconditional baseline, ``mage.use_rep = False``).
+    """
+
+    model_type = "rcg-mage"
+    _frozen = ("encoder", "vqgan")
+
+    def __init__(self, mage: dict | None = None, vqgan: dict | None = None, encoder: dict | None = None,
+                 encoder_init: str | None = None, vqgan_init: str | None = None, blr: float = 1.5e-4,
+                 weight_decay: float = 0.05, betas: tuple[float, float] | list[float] = (0.9, 0.95),
+                 warmup_epochs: float = 10):
+        super().__init__()
+        self.save_hyperparameters()
+        mage_cfg = config_from_dict(MAGEConfig, mage, "mage")
+        self.mage = MAGE(mage_cfg)
+        self.vqgan = VQGAN(config_from_dict(VQGANConfig, vqgan, "vqgan"))
+        if mage_cfg.use_rep and encoder is None:
+            raise ValueError("a representation-conditioned MAGE (mage.use_rep=True) needs an `encoder` config")
+        self.encoder = MocoViT(config_from_dict(EncoderConfig, encoder, "encoder")) if mage_cfg.use_rep else None
+        if self.vqgan.config.n_embed != mage_cfg.codebook_size:
+            raise ValueError(f"mage.codebook_size {mage_cfg.codebook_size} != vqgan.n_embed {self.vqgan.config.n_embed}")
+        _freeze(self.vqgan)
+        _freeze(self.encoder)
+
+    def setup(self, stage: str) -> None:
+        if stage == "fit":
+            self._load_inits({"encoder": self.hparams.encoder_init, "vqgan": self.hparams.vqgan_init})
+
+    def training_step(self, batch, batch_idx):
+        images, _ = _images_and_labels(batch)
+        loss = mage_training_loss(self.mage, self.vqgan, self.encoder, images)
+        self.log("train/loss", loss, prog_bar=True)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        images, _ = _images_and_labels(batch)
+        self.log("val/loss", mage_training_loss(self.mage, self.vqgan, self.encoder, images))
+
+    @torch.no_grad()
+    def generate(self, rep: torch.Tensor | None = None, *, n: int | None = None, steps: int = 20,
+                 temperature: float = 6.0, cfg: float = 0.0, seed: int | None = 0) -> torch.Tensor:
+        """Images in [0, 1] from representations (or, for the unconditional baseline, from nothing)."""
+        device = self.mage.decoder_pos_embed_learned.device
+        generator = torch.Generator(device).manual_seed(seed) if seed is not None else None
+        if rep is not None:
+            rep = rep.to(device=device, dtype=self.mage.decoder_pos_embed_learned.dtype)
+        codes = self.mage.generate(rep, steps, temperature, cfg, generator, batch=n)
+        return self.vqgan.decode_codes(codes).float().clamp(0, 1)
+
+    def configure_optimizers(self):
+        lr = self.hparams.blr * _effective_batch(self.trainer, 4096) / 256
+        opt = torch.optim.AdamW(_decay_groups(self.mage, self.hparams.weight_decay), lr=lr,
+                                betas=tuple(self.hparams.betas))
+        return _schedule(opt, self.trainer, self.hparams.warmup_epochs)
