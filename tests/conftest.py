@@ -19,3 +19,6 @@ def isolated_caches(tmp_path_factory, monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("ZOO_OFFLINE", raising=False)
     yield root
+
+
+from hubserver import hf_hub_server  # noqa: E402,F401  (the loopback Hub fixture)

@@ -26,7 +26,7 @@ from zoo.registry import (  # noqa: E402  (torch-free)
 
 _LAZY = {
     "load": "zoo.loading",
-    "publish": "zoo.publish",
+    "publish": "zoo.publishing",
     "download": "zoo.hub",
     "ZooModule": "zoo.module",
     "IntegrityError": "zoo.hub",
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from zoo.hub import IntegrityError, OfflineError, download
     from zoo.loading import load
     from zoo.module import ZooModule
-    from zoo.publish import publish
+    from zoo.publishing import publish
 
 
 def __getattr__(name: str):

@@ -49,11 +49,13 @@ def write_json_atomic(path: str | os.PathLike, obj) -> None:
 
 
 def save_state_dict(
-    state_dict: dict, directory: str | os.PathLike, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES, metadata=None
+    state_dict: dict, directory: str | os.PathLike, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES
 ) -> list[str]:
     """Write ``model.safetensors``, or shards plus an HF-style index above ``max_shard_bytes``.
 
     Returns the file names written. Tensors that share storage are cloned (safetensors refuses aliases).
+    The header carries only ``{"format": "pt"}``: safetensors orders metadata keys arbitrarily, and pinned
+    files must be byte-reproducible.
     """
     from safetensors.torch import save_file
 
@@ -66,7 +68,7 @@ def save_state_dict(
         tensors[key] = t.clone().contiguous() if ptr in seen or not t.is_contiguous() else t
         if ptr is not None:
             seen.add(ptr)
-    meta = {"format": "pt", **(metadata or {})}
+    meta = {"format": "pt"}
 
     shards: list[dict] = [{}]
     size = 0

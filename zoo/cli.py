@@ -93,7 +93,7 @@ def cmd_load(args) -> None:
 
 
 def cmd_publish(args) -> None:
-    from zoo.publish import publish
+    from zoo.publishing import publish
 
     card = None
     if args.card:

@@ -96,7 +96,6 @@ class ZooModule(L.LightningModule):
             self.pretrained_state_dict(),
             directory,
             max_shard_bytes=max_shard_bytes,
-            metadata={"zoo_model_type": self.model_type},
         )
         write_json_atomic(directory / CONFIG_NAME, self.config_json())
         for name, content in (extra_files or {}).items():
@@ -177,7 +176,7 @@ class ZooModule(L.LightningModule):
 
     # ------------------------------------------------------------ publishing
     def publish(self, repo: str | os.PathLike, **kwargs) -> dict[str, Any]:
-        from zoo.publish import publish
+        from zoo.publishing import publish
 
         return publish(self, repo, **kwargs)
 

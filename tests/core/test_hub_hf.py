@@ -1,0 +1,153 @@
+"""The Hugging Face path end to end, against the loopback Hub (tests/hubserver.py) with the real client."""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from huggingface_hub import ModelCard, constants
+from toy import ToyRegressor
+
+import zoo
+from zoo.hub import IntegrityError, OfflineError
+from zoo.registry import FileSpec, ModelEntry, register_model
+
+CARD = {"name": "toy-hf", "description": "A toy regressor.", "license": "mit", "datasets": ["random"],
+        "metrics": [{"name": "mse", "value": 0.125, "dataset": "random", "split": "test"}]}
+
+
+@pytest.fixture
+def hub(hf_hub_server, monkeypatch):
+    monkeypatch.setenv("ZOO_HF_ENDPOINT", hf_hub_server.endpoint)
+    monkeypatch.setenv("HF_TOKEN", "dummy")
+    return hf_hub_server
+
+
+def _publish(hub, name, model=None):
+    model = model or ToyRegressor(width=8)
+    result = zoo.publish(model, f"hf://user/{name}", card={**CARD, "name": name})
+    files = tuple(FileSpec(n, f["sha256"], f["size"]) for n, f in result["files"].items() if n != "README.md")
+    entry = register_model(ModelEntry(name=name, method="toy", source="hf", repo=f"user/{name}",
+                                      revision=result["commit"], files=files))
+    return model, result, entry
+
+
+def _same(a, b):
+    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+def _cache_files(root, repo):
+    folder = Path(root) / "hf" / f"models--{repo.replace('/', '--')}" / "blobs"
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+def test_round_trip_folder_hub_cache_offline(hub, tmp_path, monkeypatch):
+    model = ToyRegressor(width=8)
+    folder = zoo.publish(model, tmp_path / "toy-hf", card=CARD)
+    model, result, _ = _publish(hub, "toy-hf", model)
+    assert len(result["commit"]) == 40
+    assert result["files"]["model.safetensors"] == folder["files"]["model.safetensors"]  # same bytes both ways
+
+    from_folder = zoo.load(tmp_path / "toy-hf")
+    from_hub = zoo.load("toy-hf")
+    hub.reset_requests()
+    from_cache = zoo.load("toy-hf")
+    assert hub.requests == []  # pinned commit + cached files: no network call at all
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    offline = zoo.load("toy-hf")
+    assert hub.requests == []
+    for loaded in (from_folder, from_hub, from_cache, offline):
+        assert _same(model, loaded)
+
+    card = ModelCard.load(tmp_path / "toy-hf" / "README.md")
+    assert card.data.library_name == "zoo" and card.data.license == "mit"
+    assert card.data.eval_results[0].metric_value == 0.125
+    monkeypatch.setattr(constants, "ENDPOINT", hub.endpoint)
+    card.validate()  # the Hub's metadata checks (served by the loopback Hub's validate-yaml)
+
+
+def test_hf_uri_and_revisions(hub, monkeypatch):
+    first, result, _ = _publish(hub, "toy-rev")
+    second = ToyRegressor(width=8)
+    zoo.publish(second, "hf://user/toy-rev")
+    assert _same(second, zoo.load("hf://user/toy-rev"))  # main moved
+    assert _same(first, zoo.load("hf://user/toy-rev", revision=result["commit"]))
+    assert _same(first, zoo.load("toy-rev"))  # the catalog stays on its pin
+    assert _same(second, zoo.load("toy-rev", revision="main"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    hub.reset_requests()
+    assert _same(first, zoo.load(f"hf://user/toy-rev@{result['commit']}"))
+    assert hub.requests == []
+
+
+def test_tampered_file_is_never_loaded(hub, isolated_caches):
+    _, _, entry = _publish(hub, "toy-tamper")
+    hub.tamper("model.safetensors", repo_id="user/toy-tamper")
+    with pytest.raises(IntegrityError, match="model.safetensors: content does not match") as err:
+        zoo.load("toy-tamper")
+    sha = next(f.sha256 for f in entry.files if f.path == "model.safetensors")
+    assert sha in str(err.value)
+    assert sha not in _cache_files(isolated_caches, "user/toy-tamper")  # no bad cache entry
+    hub.clear_faults()
+    zoo.load("toy-tamper")
+    assert sha in _cache_files(isolated_caches, "user/toy-tamper")
+
+
+def test_truncated_file_is_never_loaded(hub, isolated_caches, monkeypatch):
+    monkeypatch.setattr("time.sleep", lambda s: None)  # the client's retry pauses
+    _publish(hub, "toy-trunc")
+    hub.truncate("model.safetensors", keep=100, repo_id="user/toy-trunc")
+    with pytest.raises(Exception):
+        zoo.load("toy-trunc")
+    leftovers = [n for n in _cache_files(isolated_caches, "user/toy-trunc") if n.endswith(".incomplete")]
+    assert leftovers == []
+    hub.clear_faults()
+    zoo.load("toy-trunc")
+
+
+def test_offline_without_cache(hub, monkeypatch):
+    _publish(hub, "toy-away")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    hub.reset_requests()
+    with pytest.raises(OfflineError, match="zoo download toy-away") as err:
+        zoo.load("toy-away")
+    assert "user/toy-away@" in str(err.value) and "ZOO_HF_CACHE" in str(err.value)
+    assert hub.requests == []
+    with pytest.raises(OfflineError, match="zoo download hf://user/nothing"):
+        zoo.load("hf://user/nothing")
+
+
+def test_unreachable_hub_without_cache(monkeypatch):
+    monkeypatch.setenv("ZOO_HF_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    register_model(ModelEntry(name="toy-nonet", method="toy", source="hf", repo="user/x", revision="a" * 40,
+                              files=(FileSpec("config.json", "b" * 64, 10),)))
+    with pytest.raises(OfflineError, match="no connection"):
+        zoo.load("toy-nonet")
+
+
+RACE = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {tests!r})
+    import toy, zoo
+    from zoo.registry import FileSpec, ModelEntry, register_model
+    register_model(ModelEntry(name="toy-race", method="toy", source="hf", repo="user/toy-race",
+                              revision={commit!r}, files=tuple(FileSpec(*f) for f in {files!r})))
+    m = zoo.load("toy-race")
+    print(float(sum(p.double().sum() for p in m.parameters())))
+""")
+
+
+def test_two_processes_load_one_uncached_model(hub):
+    model, result, entry = _publish(hub, "toy-race")
+    hub.delay(0.3, path_contains="/resolve/")  # make the two first loads overlap
+    script = RACE.format(tests=str(Path(__file__).parents[1]), commit=result["commit"],
+                         files=[(f.path, f.sha256, f.size) for f in entry.files])
+    procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    expected = float(sum(p.double().sum() for p in model.parameters()))
+    assert [float(o[0]) for o in outs] == pytest.approx([expected, expected])
