@@ -65,6 +65,7 @@ def main() -> None:
         zoo.load("bench-100m")  # first load hashes the files; later loads are warm
         load_file(weights)
 
+        @torch.no_grad()
         def touch(tensors) -> float:
             return float(sum(t.float().sum() for t in tensors))
 

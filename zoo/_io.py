@@ -48,17 +48,57 @@ def write_json_atomic(path: str | os.PathLike, obj) -> None:
     write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
+_ST_DTYPES = {
+    "float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16", "int64": "I64", "int32": "I32",
+    "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL", "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2",
+    "uint16": "U16", "uint32": "U32", "uint64": "U64",
+}
+
+
+def write_safetensors(tensors: dict, path: str | os.PathLike, metadata: dict[str, str] | None = None) -> None:
+    """Write a safetensors file whose bytes depend only on its contents.
+
+    ``safetensors.torch.save_file`` orders metadata keys arbitrarily from one call to the next, and pinned
+    files must be byte-reproducible, so the zoo writes the (simple, documented) format itself: an 8-byte
+    little-endian header size, a JSON header with sorted keys padded to 8 bytes, then the raw tensor bytes,
+    largest elements first so every tensor stays aligned.
+    """
+    import torch
+
+    order = sorted(tensors, key=lambda k: (-tensors[k].element_size(), k))
+    header: dict = {"__metadata__": dict(sorted((metadata or {}).items()))} if metadata else {}
+    offset = 0
+    for key in order:
+        t = tensors[key]
+        dtype = str(t.dtype).removeprefix("torch.")
+        if dtype not in _ST_DTYPES:
+            raise TypeError(f"{key}: dtype {t.dtype} cannot be stored in safetensors")
+        nbytes = t.numel() * t.element_size()
+        header[key] = {"dtype": _ST_DTYPES[dtype], "shape": list(t.shape), "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    blob = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
+    blob += b" " * (-len(blob) % 8)
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        f.write(len(blob).to_bytes(8, "little"))
+        f.write(blob)
+        for key in order:
+            t = tensors[key].detach().to("cpu").contiguous()
+            if t.numel():
+                f.write(t.reshape(-1).view(torch.uint8).numpy().data)
+
+
 def save_state_dict(
-    state_dict: dict, directory: str | os.PathLike, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES
+    state_dict: dict,
+    directory: str | os.PathLike,
+    *,
+    max_shard_bytes: int = DEFAULT_SHARD_BYTES,
+    metadata: dict[str, str] | None = None,
 ) -> list[str]:
     """Write ``model.safetensors``, or shards plus an HF-style index above ``max_shard_bytes``.
 
-    Returns the file names written. Tensors that share storage are cloned (safetensors refuses aliases).
-    The header carries only ``{"format": "pt"}``: safetensors orders metadata keys arbitrarily, and pinned
-    files must be byte-reproducible.
+    Returns the file names written (byte-reproducible: see :func:`write_safetensors`). Tensors that share
+    storage are cloned (safetensors refuses aliases).
     """
-    from safetensors.torch import save_file
-
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     tensors, seen = {}, set()
@@ -68,7 +108,7 @@ def save_state_dict(
         tensors[key] = t.clone().contiguous() if ptr in seen or not t.is_contiguous() else t
         if ptr is not None:
             seen.add(ptr)
-    meta = {"format": "pt"}
+    meta = {"format": "pt", **(metadata or {})}
 
     shards: list[dict] = [{}]
     size = 0
@@ -82,15 +122,13 @@ def save_state_dict(
     for stale in list(directory.glob("model-*-of-*.safetensors")) + [directory / WEIGHTS_INDEX_NAME]:
         stale.unlink(missing_ok=True)
     if len(shards) == 1:
-        with atomic_path(directory / WEIGHTS_NAME) as tmp:
-            save_file(shards[0], str(tmp), metadata=meta)
+        write_safetensors(shards[0], directory / WEIGHTS_NAME, meta)
         return [WEIGHTS_NAME]
     (directory / WEIGHTS_NAME).unlink(missing_ok=True)
     names, weight_map, total = [], {}, 0
     for i, shard in enumerate(shards, 1):
         name = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
-        with atomic_path(directory / name) as tmp:
-            save_file(shard, str(tmp), metadata=meta)
+        write_safetensors(shard, directory / name, meta)
         names.append(name)
         for key, t in shard.items():
             weight_map[key] = name

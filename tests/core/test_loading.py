@@ -126,3 +126,26 @@ def test_saved_bytes_are_reproducible(tmp_path):
         model.save_pretrained(tmp_path / str(i))
         hashes.add(sha256_file(tmp_path / str(i) / "model.safetensors"))
     assert len(hashes) == 1  # pins depend on it
+
+
+def test_safetensors_writer_matches_the_library(tmp_path):
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    from zoo._io import write_safetensors
+
+    tensors = {
+        "a.f32": torch.randn(3, 5), "b.bf16": torch.randn(7).bfloat16(), "c.i64": torch.arange(4),
+        "d.bool": torch.tensor([True, False, True]), "e.u8": torch.arange(5, dtype=torch.uint8),
+        "f.f16": torch.randn(2, 2).half(), "g.empty": torch.zeros(0, 3), "h.i32": torch.tensor([-1, 2**31 - 1]),
+    }
+    meta = {"format": "pt", "zeta": "1", "alpha": "2"}
+    write_safetensors(tensors, tmp_path / "x.safetensors", meta)
+    loaded = load_file(str(tmp_path / "x.safetensors"))
+    assert loaded.keys() == tensors.keys()
+    for k, t in tensors.items():
+        assert loaded[k].dtype == t.dtype and torch.equal(loaded[k], t)
+    with safe_open(str(tmp_path / "x.safetensors"), "pt") as f:
+        assert f.metadata() == meta
+    write_safetensors(dict(reversed(tensors.items())), tmp_path / "y.safetensors", dict(reversed(meta.items())))
+    assert (tmp_path / "x.safetensors").read_bytes() == (tmp_path / "y.safetensors").read_bytes()
