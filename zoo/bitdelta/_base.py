@@ -1,0 +1,70 @@
+"""Finding and loading the model a delta applies to: a zoo model or a Hugging Face causal LM."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from zoo._io import CONFIG_NAME
+
+__all__ = ["load_model", "is_zoo_ref"]
+
+
+def is_zoo_ref(ref: str) -> bool:
+    """A zoo catalog name, ``hf://`` zoo repo, or a local zoo repo folder (vs. a transformers model)."""
+    path = Path(ref).expanduser()
+    if path.is_dir():
+        config = path / CONFIG_NAME
+        return config.exists() and "zoo_config_format" in json.loads(config.read_text())
+    if ref.startswith("hf://"):
+        return True
+    from zoo.registry import UnknownModelError, get_entry
+
+    try:
+        get_entry(ref)
+    except UnknownModelError:
+        return False
+    return True
+
+
+def load_model(
+    ref: str | os.PathLike | nn.Module,
+    *,
+    revision: str | None = None,
+    dtype: str | torch.dtype | None = None,
+    device: str | torch.device = "cpu",
+    relative_to: str | os.PathLike | None = None,
+) -> nn.Module:
+    """Load a base or fine-tuned model in eval mode.
+
+    ``ref`` is a zoo catalog name / zoo repo folder (loaded with ``zoo.load``), a local Hugging Face folder, or a
+    Hugging Face repo id (``AutoModelForCausalLM``, at ``revision``). A relative folder is looked up beside
+    ``relative_to`` (a delta repo naming its base as ``../base``) before the working directory.
+    """
+    if isinstance(ref, nn.Module):
+        return ref
+    from zoo.loading import parse_dtype
+
+    dtype = parse_dtype(dtype)
+    ref = str(ref)
+    if relative_to is not None and not Path(ref).is_absolute() and (Path(relative_to) / ref).is_dir():
+        ref = str((Path(relative_to) / ref).resolve())
+    with torch.device("cpu"):  # also when a checkpoint loader builds us under the meta device
+        if is_zoo_ref(ref):
+            from zoo.loading import load
+
+            return load(ref, revision=revision, dtype=dtype, device=device).eval()
+        from transformers import AutoModelForCausalLM
+
+        try:
+            model = AutoModelForCausalLM.from_pretrained(ref, revision=revision, dtype=dtype or torch.float32)
+        except OSError as err:
+            raise FileNotFoundError(
+                f"cannot load the model {ref!r}: it is neither a zoo model (see `zoo list`), a local folder, nor a "
+                f"reachable Hugging Face repo ({err}). Pass a local folder, e.g. base=<path> / --base PATH."
+            ) from None
+    return model.to(device).eval()

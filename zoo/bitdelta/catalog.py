@@ -1,0 +1,46 @@
+"""Catalog entries: the official BitDelta Mistral-7B deltas (``FasterDecoding/BitDelta_Mistral_combo``).
+
+Each official delta is one ``<folder>/diff.pt`` of that Hub repo, converted on first load by
+:func:`zoo.bitdelta.convert.from_upstream` into a zoo delta naming its base, ``mistralai/Mistral-7B-v0.1``.
+The repo revision and the files' sha256 could not be measured offline: the URLs follow ``main`` and each file
+is pinned by its sha256 on first download (the hub layer's trust-on-first-use for upstream files).
+"""
+
+from zoo.registry import FileSpec, ModelEntry
+
+HF_REPO = "FasterDecoding/BitDelta_Mistral_combo"
+BASE = "mistralai/Mistral-7B-v0.1"
+PAPER = "https://arxiv.org/abs/2402.10193"
+
+# zoo name suffix -> (Hub folder, fine-tuned model it compresses)
+_OFFICIAL = {
+    "openchat-3.5": ("openchat_3.5_bitdelta", "openchat/openchat_3.5"),
+    "zephyr-7b-beta": ("zephyr-7b-beta_bitdelta", "HuggingFaceH4/zephyr-7b-beta"),
+    "mistral-7b-instruct-v0.1": ("Mistral-7B-Instruct-v0.1_bitdelta", "mistralai/Mistral-7B-Instruct-v0.1"),
+    "dolphin-2.2.1": ("dolphin-2.2.1-mistral-7b_bitdelta", "ehartford/dolphin-2.2.1-mistral-7b"),
+    "openhermes-2": ("OpenHermes-2-Mistral-7B_bitdelta", "teknium/OpenHermes-2-Mistral-7B"),
+    "mistral-7b-openorca": ("Mistral-7B-OpenOrca_bitdelta", "Open-Orca/Mistral-7B-OpenOrca"),
+}
+
+
+def _entry(suffix: str, folder: str, finetune: str) -> ModelEntry:
+    path = f"{folder}/diff.pt"
+    return ModelEntry(
+        name=f"bitdelta-mistral-7b-{suffix}",
+        method="bitdelta",
+        source="upstream",
+        repo=HF_REPO,
+        files=(FileSpec(path, None, None, url=f"https://huggingface.co/{HF_REPO}/resolve/main/{path}"),),
+        converter="zoo.bitdelta.convert:from_upstream",
+        architecture={"base": BASE, "finetune": finetune, "num_modules": 224, "hf_folder": folder},
+        paper=PAPER,
+        description=(
+            f"Official BitDelta of {finetune} against {BASE}: 1-bit signs and one distilled scale for each of the "
+            "224 attention/MLP projections, plus the fine-tune's embeddings, norms and lm_head in full precision "
+            "(about 1.4 GB). zoo.load fetches the base from the Hugging Face Hub and applies the delta."
+        ),
+        defaults={"merged": True},
+    )
+
+
+ENTRIES = [_entry(suffix, folder, finetune) for suffix, (folder, finetune) in _OFFICIAL.items()]

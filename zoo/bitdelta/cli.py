@@ -1,0 +1,195 @@
+"""``zoo bitdelta compress | distill | eval | publish`` and ``zoo convert bitdelta``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+__all__ = ["register_cli"]
+
+
+def _default_tokenizer(*refs: str | None) -> str:
+    """A model folder or HF repo's own tokenizer if it has one, else bytes (the zoo's byte-level models)."""
+    for ref in refs:
+        if not ref:
+            continue
+        path = Path(ref).expanduser()
+        if path.is_dir():
+            if (path / "tokenizer.json").exists() or (path / "tokenizer_config.json").exists():
+                return str(path)
+            continue
+        from zoo.bitdelta._base import is_zoo_ref
+
+        if not is_zoo_ref(ref):
+            return ref
+    return "bytes"
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes / 2**20:.2f} MiB"
+
+
+def _model_bytes(model, dtype_bytes: int = 2) -> int:
+    return sum(p.numel() for p in model.parameters()) * dtype_bytes
+
+
+# ----------------------------------------------------------------------------- commands
+def cmd_compress(args) -> None:
+    from zoo.bitdelta._base import load_model
+    from zoo.bitdelta.delta import compress
+
+    base = load_model(args.base, revision=args.base_revision, dtype=args.dtype)
+    finetune = load_model(args.finetune, revision=args.finetune_revision, dtype=args.dtype)
+    delta = compress(base, finetune, select=args.select or "official", exclude=args.exclude or (),
+                     base_name=args.base_name or args.base, base_revision=args.base_revision)
+    delta.save(args.out)
+    print(f"compressed {len(delta.shapes)} layers, carried {len(delta.params)} full-precision tensors")
+    print(f"delta {_size(delta.nbytes())} vs fine-tune {_size(_model_bytes(finetune))} in 16-bit "
+          f"({_model_bytes(finetune) / delta.nbytes():.1f}x smaller) -> {args.out}")
+
+
+def cmd_distill(args) -> None:
+    import lightning as L
+
+    from zoo.bitdelta.data import TextDataModule
+    from zoo.bitdelta.module import ScaleDistillation
+
+    module = ScaleDistillation(base=args.base, finetune=args.finetune, select=args.select or "official",
+                               exclude=args.exclude, mode=args.mode, lr=args.lr, dtype=args.dtype,
+                               num_steps=args.steps, out_dir=args.out)
+    data = TextDataModule(train=args.data, tokenizer=args.tokenizer or _default_tokenizer(args.base),
+                          max_length=args.max_length, batch_size=args.batch_size)
+    trainer = L.Trainer(max_steps=args.steps, accelerator=args.accelerator, devices=1, logger=False,
+                        enable_checkpointing=False, default_root_dir=args.out)
+    trainer.fit(module, datamodule=data)
+    print(f"distilled delta ({args.mode} mode, {args.steps} steps) -> {args.out}")
+
+
+def cmd_eval(args) -> None:
+    from zoo.bitdelta._base import load_model
+    from zoo.bitdelta.evaluate import logit_agreement, perplexity
+    from zoo.loading import load
+
+    kwargs = {"merged": not args.unmerged}
+    if args.base:
+        kwargs["base"] = args.base
+    model = load(args.delta, **kwargs)
+    tokenizer = args.tokenizer or _default_tokenizer(args.finetune, args.base, model.hparams.base)
+    opts = {"tokenizer": tokenizer, "max_length": args.max_length, "batch_size": args.batch_size}
+    rows = [("bitdelta", perplexity(model, args.text, **opts))]
+    results = {"bitdelta": rows[0][1]}
+    if args.finetune:
+        finetune = load_model(args.finetune, dtype=model.hparams.base_dtype)
+        results["finetune"] = perplexity(finetune, args.text, **opts)
+        results["agreement"] = logit_agreement(model, finetune, args.text, **opts)
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return
+    print(f"{'model':10s} {'ppl':>10s} {'nll':>8s} {'tokens':>8s}")
+    for name in ("bitdelta", "finetune"):
+        if name in results:
+            r = results[name]
+            print(f"{name:10s} {r['ppl']:10.4f} {r['nll']:8.4f} {r['tokens']:8d}")
+    if "agreement" in results:
+        a = results["agreement"]
+        print(f"logit agreement with the fine-tune: mse {a['mse']:.3e}, max |diff| {a['max_abs']:.3e}, "
+              f"KL {a['kl']:.3e} nats/token, top-1 {a['top1']:.4f}")
+
+
+def cmd_publish(args) -> None:
+    from zoo.loading import load
+    from zoo.publishing import publish
+
+    card = None
+    if args.card:
+        from omegaconf import OmegaConf
+
+        card = OmegaConf.to_container(OmegaConf.load(args.card), resolve=True)
+    model = load(args.delta, merged=False, **({"base": args.base} if args.base else {}))
+    result = publish(model, args.repo, card=card, token=args.token, private=args.private)
+    print(f"repo   {result['repo']}  (base: {model.hparams.base})")
+    if result["commit"]:
+        print(f"commit {result['commit']}")
+    for name, f in result["files"].items():
+        print(f"{name:24s} {f['sha256']}  {f['size']} bytes")
+
+
+def cmd_convert(args) -> None:
+    from zoo.bitdelta._base import load_model
+    from zoo.bitdelta.convert import convert
+
+    base_model = load_model(args.base_path or args.base, revision=args.base_revision, dtype=args.base_dtype) \
+        if (args.base_path or args.verify_base) else None
+    delta = convert(args.src, args.out, base=args.base, base_model=base_model, base_revision=args.base_revision)
+    print(f"{args.src} -> {args.out}: {len(delta.shapes)} layers, {len(delta.params)} full-precision tensors, "
+          f"base {args.base} ({'sha256 ' + delta.base_sha256 if delta.base_sha256 else 'unverified: no base given'})")
+
+
+# ----------------------------------------------------------------------------- parsers
+def _add_selection(p) -> None:
+    p.add_argument("--select", nargs="+", help="shell-style patterns of Linear layers to compress "
+                   "(default: the official rule, *_proj children of mlp/self_attn)")
+    p.add_argument("--exclude", nargs="+", help="patterns of layers to leave out")
+    p.add_argument("--dtype", help="load both models in this dtype (the official runs use bfloat16)")
+
+
+def register_cli(commands, convert) -> None:
+    parser = commands.add_parser("bitdelta", help="BitDelta: compress, distil, evaluate and publish 1-bit fine-tune deltas")
+    sub = parser.add_subparsers(dest="bitdelta_command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("compress", help="compress a fine-tune against its base into a delta repo folder")
+    p.add_argument("--base", required=True, help="zoo name, folder or HF repo id of the base")
+    p.add_argument("--finetune", required=True, help="zoo name, folder or HF repo id of the fine-tune")
+    p.add_argument("--out", required=True, help="output folder (a zoo repo)")
+    p.add_argument("--base-name", help="how the delta names its base (default: --base)")
+    p.add_argument("--base-revision")
+    p.add_argument("--finetune-revision")
+    _add_selection(p)
+    p.set_defaults(func=cmd_compress)
+
+    p = sub.add_parser("distill", help="compress, then distil the scales on the fine-tune's logits")
+    p.add_argument("--base", required=True)
+    p.add_argument("--finetune", required=True)
+    p.add_argument("--data", required=True, help="a text file, or a .safetensors file with input_ids")
+    p.add_argument("--out", required=True)
+    p.add_argument("--mode", choices=["scales", "official"], default="scales",
+                   help="scales: train α only (paper); official: also the full-precision params (official train.py)")
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--tokenizer", help="'bytes' or a tokenizer folder/repo (default: the base's own)")
+    p.add_argument("--accelerator", default="auto")
+    _add_selection(p)
+    p.set_defaults(func=cmd_distill)
+
+    p = sub.add_parser("eval", help="held-out perplexity of a delta (and of the fine-tune, with logit agreement)")
+    p.add_argument("delta", help="delta repo: zoo name or folder")
+    p.add_argument("--text", required=True, help="held-out text file (or .safetensors input_ids)")
+    p.add_argument("--finetune", help="the uncompressed fine-tune, to compare against")
+    p.add_argument("--base", help="load this base instead of the one the delta names")
+    p.add_argument("--tokenizer")
+    p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--unmerged", action="store_true", help="evaluate the packed-bit forward")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("publish", help="write a delta repo with its model card into a folder or to hf://owner/name")
+    p.add_argument("delta", help="delta repo: zoo name or folder")
+    p.add_argument("repo", help="a folder (e.g. hub/<name>) or hf://owner/name")
+    p.add_argument("--base", help="load this base instead of the one the delta names")
+    p.add_argument("--card", help="YAML/JSON with model card fields (description, metrics, ...)")
+    p.add_argument("--token")
+    p.add_argument("--private", action="store_true")
+    p.set_defaults(func=cmd_publish)
+
+    p = convert.add_parser("bitdelta", help="official BitDelta diff.pt -> zoo delta repo")
+    p.add_argument("src", help="official diff.pt / diff_untrained.pt")
+    p.add_argument("--out", required=True)
+    p.add_argument("--base", required=True, help="how the delta names its base (zoo name, folder or HF repo id)")
+    p.add_argument("--base-path", help="load the base from here to record its sha256 and drop unchanged tensors")
+    p.add_argument("--verify-base", action="store_true", help="load --base itself for that")
+    p.add_argument("--base-revision")
+    p.add_argument("--base-dtype", default="bfloat16", help="dtype the delta was made in (official runs: bfloat16)")
+    p.set_defaults(func=cmd_convert)

@@ -1,0 +1,135 @@
+"""Official BitDelta files (``diff.pt`` / ``diff_untrained.pt`` from ``FasterDecoding/BitDelta``) → zoo delta repos.
+
+The official file is a ``torch.save`` pickle of one dict: ``<module>.mask`` (int32 (in/32, out), the same bit
+layout as ours), ``<module>.coeff`` (fp32 0-dim ``nn.Parameter``) and every full-precision parameter of the
+fine-tune. It is read with ``torch.load(weights_only=True)`` after checking that the pickle names no global
+outside :data:`OFFICIAL_GLOBALS`, so nothing but tensors can come out of it.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickletools
+import zipfile
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from zoo.bitdelta.delta import BitDelta, base_fingerprint, dtype_name
+
+__all__ = ["OFFICIAL_GLOBALS", "read_official", "from_official", "convert", "from_upstream"]
+
+# Every global an official delta file references (torch.save of a dict of tensors and nn.Parameters; the
+# transformers-made ones carry `_is_hf_initialized`, pickled with _rebuild_parameter_with_state).
+OFFICIAL_GLOBALS = {
+    "collections.OrderedDict",
+    "torch._utils._rebuild_tensor_v2",
+    "torch._utils._rebuild_parameter",
+    "torch._utils._rebuild_parameter_with_state",
+    "torch.FloatStorage",
+    "torch.IntStorage",
+    "torch.BFloat16Storage",
+    "torch.HalfStorage",
+}
+
+
+def _pickle_globals(path: Path) -> set[str]:
+    """The ``module.name`` globals a torch zip checkpoint's pickle would import."""
+    try:
+        archive = zipfile.ZipFile(path)
+    except zipfile.BadZipFile:
+        raise ValueError(f"{path} is not a torch zip checkpoint (torch.save format); cannot read it safely") from None
+    with archive:
+        pickles = [n for n in archive.namelist() if n.endswith("/data.pkl") or n == "data.pkl"]
+        if len(pickles) != 1:
+            raise ValueError(f"{path}: expected one data.pkl in the archive, found {pickles}")
+        data = archive.read(pickles[0])
+    found, strings = set(), []
+    for op, arg, _ in pickletools.genops(io.BytesIO(data)):
+        if op.name == "GLOBAL":
+            found.add(arg.replace(" ", "."))
+        elif op.name == "STACK_GLOBAL":
+            found.add(".".join(strings[-2:]) if len(strings) >= 2 else "<unresolved STACK_GLOBAL>")
+        if isinstance(arg, str) and "UNICODE" in op.name:
+            strings.append(arg)
+    return found
+
+
+def read_official(path: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """The tensors of an official delta file (parameters detached, all contiguous), refusing foreign globals."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"official delta file {path} does not exist")
+    foreign = _pickle_globals(path) - OFFICIAL_GLOBALS
+    if foreign:
+        raise ValueError(
+            f"{path} references {sorted(foreign)}, which an official BitDelta file never does; refusing to load it"
+        )
+    allow = [torch._utils._rebuild_tensor_v2, torch._utils._rebuild_parameter,
+             torch._utils._rebuild_parameter_with_state, torch.FloatStorage, torch.IntStorage,
+             torch.BFloat16Storage, torch.HalfStorage]
+    with torch.serialization.safe_globals(allow):
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ValueError(f"{path} is not a dict of tensors; it is not an official BitDelta file")
+    return {k: v.detach().contiguous() for k, v in state.items()}
+
+
+def from_official(
+    state: dict[str, torch.Tensor],
+    *,
+    base: str | None,
+    base_model: nn.Module | None = None,
+    base_revision: str | None = None,
+) -> BitDelta:
+    """An official delta dict as a :class:`BitDelta`.
+
+    With ``base_model`` (the base the file was made against) the delta records the base's fingerprint and drops
+    full-precision tensors equal to the base's (the official file carries all of them). Without it, the base
+    cannot be verified at load time beyond layer shapes.
+    """
+    modules = [k[: -len(".mask")] for k in state if k.endswith(".mask")]
+    if not modules:
+        raise ValueError("no '<module>.mask' tensors: this is not an official BitDelta file")
+    masks, scales, shapes = {}, {}, {}
+    for name in modules:
+        mask, coeff = state[f"{name}.mask"], state.get(f"{name}.coeff")
+        if coeff is None or coeff.numel() != 1 or mask.dtype != torch.int32 or mask.dim() != 2:
+            raise ValueError(f"{name}: expected an int32 (in/32, out) mask and a one-element coeff")
+        masks[name], scales[name] = mask, coeff.float().reshape(())
+        shapes[name] = (mask.shape[1], mask.shape[0] * 32)  # the official packer requires in % 32 == 0
+    params = {k: v for k, v in state.items() if not k.endswith((".mask", ".coeff"))}
+    base_sha256, base_dtype = None, dtype_name(next(iter(params.values())).dtype) if params else "float32"
+    if base_model is not None:
+        base_state = base_model.state_dict()
+        params = {k: v for k, v in params.items()
+                  if k not in base_state or base_state[k].shape != v.shape or not torch.equal(base_state[k].to(v.dtype), v)}
+        base_sha256 = base_fingerprint(base_model)
+        base_dtype = dtype_name(base_model.get_submodule(modules[0]).weight.dtype)
+    delta = BitDelta(masks=masks, scales=scales, shapes=shapes, params=params, base=base, base_revision=base_revision,
+                     base_sha256=base_sha256, base_dtype=base_dtype)
+    if base_model is not None:
+        delta.check_base(base_model, verify=False)
+    return delta
+
+
+def convert(src: str | os.PathLike, out_dir: str | os.PathLike, *, base: str | None,
+            base_model: nn.Module | None = None, base_revision: str | None = None) -> BitDelta:
+    """Official ``diff.pt`` → zoo delta repo folder ``out_dir``."""
+    delta = from_official(read_official(src), base=base, base_model=base_model, base_revision=base_revision)
+    delta.save(out_dir)
+    return delta
+
+
+def from_upstream(files: dict[str, Path], out_dir: Path, entry) -> None:
+    """Catalog converter: an official Hub ``diff.pt`` → zoo delta repo naming ``entry.architecture['base']``."""
+    if len(files) != 1:
+        raise ValueError(f"{entry.name}: expected one diff.pt, got {sorted(files)}")
+    (path,) = files.values()
+    arch = entry.architecture
+    delta = convert(path, out_dir, base=arch["base"], base_revision=arch.get("base_revision"))
+    expected = arch.get("num_modules")
+    if expected is not None and len(delta.shapes) != expected:
+        raise ValueError(f"{entry.name}: converted {len(delta.shapes)} compressed layers, expected {expected}")

@@ -1,0 +1,68 @@
+"""Evaluation: held-out perplexity, and how closely a compressed model's logits follow the fine-tune's."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from zoo.bitdelta.data import load_token_rows
+from zoo.bitdelta.module import causal_lm_loss, model_logits
+
+__all__ = ["perplexity", "logit_agreement"]
+
+
+def _rows(data, tokenizer, max_length: int) -> torch.Tensor:
+    if isinstance(data, torch.Tensor):
+        return data.long()
+    return load_token_rows(data, tokenizer, max_length)
+
+
+@torch.no_grad()
+def perplexity(model: nn.Module, data: str | os.PathLike | torch.Tensor, *, tokenizer="bytes", max_length: int = 128,
+               batch_size: int = 8, progress: bool = False) -> dict[str, float]:
+    """exp(mean next-token NLL) over non-overlapping ``max_length`` windows of a held-out text file (or token rows).
+
+    Returns ``{"ppl", "nll", "tokens"}``; every window predicts its tokens 2..L from the ones before.
+    """
+    from tqdm.auto import tqdm
+
+    rows = _rows(data, tokenizer, max_length)
+    device = next(model.parameters()).device
+    total, count = 0.0, 0
+    for start in tqdm(range(0, len(rows), batch_size), desc="perplexity", disable=not progress):
+        ids = rows[start : start + batch_size].to(device)
+        logits = model_logits(model, {"input_ids": ids})
+        total += causal_lm_loss(logits, ids, reduction="sum").item()
+        count += ids[:, 1:].numel()
+    nll = total / count
+    return {"ppl": math.exp(nll), "nll": nll, "tokens": count}
+
+
+@torch.no_grad()
+def logit_agreement(model: nn.Module, reference: nn.Module, data: str | os.PathLike | torch.Tensor, *,
+                    tokenizer="bytes", max_length: int = 128, batch_size: int = 8) -> dict[str, float]:
+    """How well ``model`` reproduces ``reference`` (the fine-tune) on the same inputs.
+
+    ``mse``: mean squared logit difference (the distillation loss); ``max_abs``: largest logit difference;
+    ``kl``: mean KL(reference ‖ model) per token in nats; ``top1``: fraction of positions with the same argmax.
+    """
+    rows = _rows(data, tokenizer, max_length)
+    device = next(model.parameters()).device
+    sq, kl, top1, n_logits, n_pos, max_abs = 0.0, 0.0, 0, 0, 0, 0.0
+    for start in range(0, len(rows), batch_size):
+        ids = rows[start : start + batch_size].to(device)
+        a = model_logits(model, {"input_ids": ids}).float()
+        b = model_logits(reference, {"input_ids": ids}).float()
+        if a.shape != b.shape:
+            raise ValueError(f"logit shapes differ: {tuple(a.shape)} vs {tuple(b.shape)} (different vocabularies?)")
+        sq += (a - b).pow(2).sum().item()
+        max_abs = max(max_abs, (a - b).abs().max().item())
+        kl += F.kl_div(a.log_softmax(-1), b.log_softmax(-1), log_target=True, reduction="sum").item()
+        top1 += (a.argmax(-1) == b.argmax(-1)).sum().item()
+        n_logits += a.numel()
+        n_pos += a.shape[0] * a.shape[1]
+    return {"mse": sq / n_logits, "max_abs": max_abs, "kl": kl / n_pos, "top1": top1 / n_pos}

@@ -1,0 +1,314 @@
+"""BitDelta LightningModules: a fine-tune loaded as base + 1-bit delta, and scale distillation.
+
+* :class:`BitDeltaModule` is what ``zoo.load("<delta>")`` returns: the base model (a zoo model or a Hugging
+  Face causal LM) with the delta applied, merged by default, ``merged=False`` for the packed-bit forward.
+  Training it trains the delta (the scales and the carried tensors); the base stays frozen.
+* :class:`ScaleDistillation` compresses a fine-tune against its base and trains the scales so the compressed
+  model's logits match the fine-tune's (logit MSE). ``mode="scales"`` trains only α (the paper);
+  ``mode="official"`` reproduces the official ``train.py``: α plus every full-precision parameter, AdamW with
+  weight decay 0.01, and no gradient through the 1-bit branch.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from zoo._io import DEFAULT_SHARD_BYTES, atomic_path
+from zoo.bitdelta._base import load_model
+from zoo.bitdelta.delta import BitDelta, compress, parse_dtype_name
+from zoo.bitdelta.model import apply_deltas_, compressed_layers, delta_from_model
+from zoo.module import ZooModule
+
+__all__ = ["BitDeltaModule", "ScaleDistillation", "model_logits", "causal_lm_loss"]
+
+PAPER = "https://arxiv.org/abs/2402.10193"
+
+
+# ----------------------------------------------------------------------------- batches
+def model_logits(model: nn.Module, batch: Any) -> torch.Tensor:
+    """Run ``model`` on a batch: a dict of keyword inputs (``input_ids``, ``attention_mask``), a tensor, or a
+    tuple whose first item is the input. Returns the logits (``.logits`` of HF outputs) or the plain output."""
+    if isinstance(batch, dict):
+        out = model(**batch)
+    elif isinstance(batch, (list, tuple)):
+        out = model(batch[0])
+    else:
+        out = model(batch)
+    return out.logits if hasattr(out, "logits") else out
+
+
+def causal_lm_loss(logits: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                   reduction: str = "mean") -> torch.Tensor:
+    """Next-token cross-entropy; padded positions (attention_mask 0) are not predicted."""
+    targets = input_ids[:, 1:].clone()  # (B, T-1)
+    if attention_mask is not None:
+        targets[attention_mask[:, 1:] == 0] = -100
+    return F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), targets.flatten(), ignore_index=-100, reduction=reduction)
+
+
+def _as_inputs(batch: Any) -> dict[str, torch.Tensor]:
+    if isinstance(batch, dict):
+        return batch
+    if isinstance(batch, (list, tuple)):
+        batch = batch[0]
+    return {"input_ids": batch}
+
+
+def _delta_card_fields(delta: BitDelta, card: dict[str, Any]) -> dict[str, Any]:
+    fields = {**card, "paper": PAPER}
+    fields["tags"] = sorted(set(card.get("tags", [])) | {"bitdelta", "delta"})
+    if delta.base and not Path(delta.base).expanduser().exists():
+        fields["base_model"] = delta.base.removeprefix("hf://")
+    fields["description"] = (
+        f"A BitDelta (1-bit fine-tune delta) of {len(delta.shapes)} layers against the base `{delta.base}`"
+        f"{f' at revision {delta.base_revision}' if delta.base_revision else ''}; {delta.nbytes() / 2**20:.2f} MiB "
+        f"of packed signs, scales and {len(delta.params)} full-precision tensors. `zoo.load` fetches the base, checks "
+        f"its weights (sha256 {delta.base_sha256 or 'not recorded'}) and applies the delta."
+    )
+    return fields
+
+
+# ----------------------------------------------------------------------------- the fine-tune as base + delta
+class BitDeltaModule(ZooModule):
+    """A fine-tuned model held as its base plus a BitDelta; the hyperparameters describe the delta."""
+
+    model_type = "bitdelta"
+    method = "bitdelta"
+
+    def __init__(
+        self,
+        base: str,
+        modules: dict[str, list[int]],
+        params: dict[str, dict[str, Any]] | None = None,
+        base_revision: str | None = None,
+        base_sha256: str | None = None,
+        base_dtype: str = "float32",
+        merged: bool = True,
+        lr: float = 1e-4,
+        weight_decay: float = 0.0,
+        block_size: int = 1024,
+        model: nn.Module | None = None,
+        delta: BitDelta | None = None,
+    ):
+        super().__init__()
+        self.save_hyperparameters(ignore=["model", "delta"])
+        if delta is None:  # rebuilt from hyperparameters (a Lightning checkpoint): the weights are loaded next
+            delta = self._empty_delta()
+        if model is None:
+            model = load_model(base, revision=base_revision, dtype=base_dtype)
+            delta.check_base(model)
+        model.requires_grad_(False)
+        apply_deltas_(model, [delta], merged=merged, block_size=block_size)
+        self.model = model
+        self.carried = list(delta.params)
+        self._identity = delta.identity()
+        for layer in compressed_layers(model).values():
+            layer.scales.requires_grad_(True)
+        own = dict(model.named_parameters())
+        for name in self.carried:
+            if name in own:
+                own[name].requires_grad_(True)
+
+    def _empty_delta(self) -> BitDelta:
+        hp = self.hparams
+        shapes = {n: (int(o), int(i)) for n, (o, i) in hp.modules.items()}
+        return BitDelta(
+            masks={n: torch.zeros(-(-i // 32), o, dtype=torch.int32) for n, (o, i) in shapes.items()},
+            scales={n: torch.zeros(()) for n in shapes}, shapes=shapes,
+            params={n: torch.zeros(p["shape"], dtype=parse_dtype_name(p["dtype"])) for n, p in (hp.params or {}).items()},
+            base=hp.base, base_revision=hp.base_revision, base_sha256=hp.base_sha256, base_dtype=hp.base_dtype)
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def from_repo_dir(cls, directory: Path, hparams: dict[str, Any], *, device: torch.device, dtype: torch.dtype | None,
+                      merged: bool | None = None, base: str | os.PathLike | nn.Module | None = None,
+                      verify_base: bool = True, block_size: int | None = None) -> "BitDeltaModule":
+        """Load the base the delta names (or ``base``: a zoo name, folder, HF id or model), check it, apply the delta.
+
+        ``merged=False`` keeps packed bits and computes x·W_baseᵀ + α·(x·Sᵀ) on the fly.
+        """
+        delta = BitDelta.load(directory)
+        if base is not None and not isinstance(base, nn.Module):
+            delta.base = str(base)
+        base_model = load_model(base if base is not None else delta.base, revision=delta.base_revision,
+                                dtype=delta.base_dtype, relative_to=directory)
+        delta.check_base(base_model, verify=verify_base)
+        hp = {**hparams, **delta.hparams(), "base": hparams["base"]}
+        if merged is not None:
+            hp["merged"] = merged
+        if block_size is not None:
+            hp["block_size"] = block_size
+        module = cls(**hp, model=base_model, delta=delta)
+        module.to(device)
+        if dtype is not None:
+            module.to(dtype=dtype)
+        return module
+
+    # ------------------------------------------------------------------ the delta
+    def to_delta(self) -> BitDelta:
+        state = self.model.state_dict()
+        return delta_from_model(self.model, {n: state[n] for n in self.carried}, self._identity)
+
+    def pretrained_state_dict(self) -> dict[str, torch.Tensor]:
+        return self.to_delta().state_dict()
+
+    def save_pretrained(self, directory: str | os.PathLike, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES,
+                        extra_files: dict[str, str | bytes] | None = None) -> list[str]:
+        """Write the delta repo (never the base): packed signs, scales, carried tensors, metadata."""
+        keep = {k: self.hparams[k] for k in ("merged", "lr", "weight_decay", "block_size")}
+        names = self.to_delta().save(directory, extra_hparams=keep, max_shard_bytes=max_shard_bytes)
+        for name, content in (extra_files or {}).items():
+            with atomic_path(Path(directory) / name) as tmp:
+                tmp.write_bytes(content.encode() if isinstance(content, str) else content)
+            names.append(name)
+        return names
+
+    def model_card_fields(self) -> dict[str, Any]:
+        return _delta_card_fields(self.to_delta(), super().model_card_fields())
+
+    # ------------------------------------------------------------------ running
+    def forward(self, *args, **kwargs):
+        return self.model(*args, **kwargs)
+
+    def training_step(self, batch, batch_idx):
+        if hasattr(self.model, "training_step"):  # a zoo base module knows its own loss
+            return self.model.training_step(batch, batch_idx)
+        inputs = _as_inputs(batch)
+        loss = causal_lm_loss(model_logits(self.model, inputs), inputs["input_ids"], inputs.get("attention_mask"))
+        self.log("train_loss", loss, prog_bar=True)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        inputs = _as_inputs(batch)
+        loss = causal_lm_loss(model_logits(self.model, inputs), inputs["input_ids"], inputs.get("attention_mask"))
+        self.log("val_loss", loss, prog_bar=True)
+
+    def configure_optimizers(self):
+        trainable = [p for p in self.parameters() if p.requires_grad]
+        return torch.optim.AdamW(trainable, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+
+
+# ----------------------------------------------------------------------------- scale distillation
+class ScaleDistillation(ZooModule):
+    """Compress ``finetune`` against ``base`` and distil the scales on the fine-tune's logits.
+
+    ``base`` / ``finetune`` are zoo names, local folders or HF repo ids (or pass loaded models as
+    ``base_model`` / ``finetune_model``). ``save_pretrained`` writes the distilled delta (a ``bitdelta`` repo).
+    """
+
+    model_type = "bitdelta-distill"
+    method = "bitdelta"
+
+    def __init__(
+        self,
+        base: str,
+        finetune: str,
+        select: str | list[str] = "official",
+        exclude: list[str] | None = None,
+        mode: str = "scales",
+        lr: float = 1e-4,
+        weight_decay: float | None = None,
+        num_steps: int | None = None,
+        dtype: str | None = None,
+        base_revision: str | None = None,
+        finetune_revision: str | None = None,
+        block_size: int = 1024,
+        out_dir: str | None = None,
+        base_model: nn.Module | None = None,
+        finetune_model: nn.Module | None = None,
+    ):
+        super().__init__()
+        if mode not in ("scales", "official"):
+            raise ValueError(f"mode must be 'scales' (train α only) or 'official' (α and full-precision params), got {mode!r}")
+        self.save_hyperparameters(ignore=["base_model", "finetune_model"])
+        base_m = load_model(base_model if base_model is not None else base, revision=base_revision, dtype=dtype)
+        teacher = load_model(finetune_model if finetune_model is not None else finetune, revision=finetune_revision, dtype=dtype)
+        delta = compress(base_m, teacher, select=select, exclude=exclude or (), base_name=base, base_revision=base_revision)
+        compressed = {f"{n}.weight" for n in delta.shapes}
+        # the base's full-precision tensors: a trained tensor is carried only where it ends up different
+        self._base_tensors = {k: v.detach().clone() for k, v in base_m.state_dict().items() if k not in compressed}
+        student = copy.deepcopy(base_m) if base_model is not None else base_m
+        student.requires_grad_(False)
+        apply_deltas_(student, [delta], merged=False, block_size=block_size, grad_through_signs=mode != "official")
+        for layer in compressed_layers(student).values():
+            layer.scales.requires_grad_(True)
+        if mode == "official":  # the official optimizer gets every student parameter; base weights are buffers
+            for p in student.parameters():
+                p.requires_grad_(True)
+        self.model = student
+        self._identity = delta.identity()
+        self._new_tensors = [k for k in delta.params if k not in self._base_tensors]
+        teacher.requires_grad_(False)
+        self._teacher = [teacher.eval()]  # a list: not a submodule, so it stays out of checkpoints and the optimizer
+
+    @property
+    def teacher(self) -> nn.Module:
+        return self._teacher[0]
+
+    def on_fit_start(self) -> None:
+        self.teacher.to(self.device)
+
+    def forward(self, *args, **kwargs):
+        return self.model(*args, **kwargs)
+
+    def distillation_loss(self, batch) -> torch.Tensor:
+        """MSE between student and teacher logits, torch's mean over batch × sequence × vocab (padding included)."""
+        with torch.no_grad():
+            target = model_logits(self.teacher, batch)
+        return F.mse_loss(model_logits(self.model, batch), target)
+
+    def training_step(self, batch, batch_idx):
+        loss = self.distillation_loss(batch)
+        self.log("train_loss", loss, prog_bar=True)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        self.log("val_loss", self.distillation_loss(batch), prog_bar=True)
+
+    def configure_optimizers(self):
+        hp = self.hparams
+        wd = hp.weight_decay if hp.weight_decay is not None else (0.01 if hp.mode == "official" else 0.0)
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(trainable, lr=hp.lr, weight_decay=wd)
+        steps = hp.num_steps or int(self.trainer.estimated_stepping_batches)
+        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+    def on_train_end(self) -> None:
+        if self.hparams.out_dir and self.trainer.is_global_zero:
+            self.save_pretrained(self.hparams.out_dir)
+
+    # ------------------------------------------------------------------ the delta
+    def to_delta(self) -> BitDelta:
+        """The current delta: trained scales, plus every full-precision tensor that differs from the base."""
+        state = self.model.state_dict()
+        params = {}
+        for key, base_value in self._base_tensors.items():
+            value = state[key]
+            if value.shape != base_value.shape or not torch.equal(value.cpu(), base_value):
+                params[key] = value
+        params.update({k: state[k] for k in self._new_tensors})
+        return delta_from_model(self.model, params, self._identity)
+
+    def pretrained_state_dict(self) -> dict[str, torch.Tensor]:
+        return self.to_delta().state_dict()
+
+    def save_pretrained(self, directory: str | os.PathLike, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES,
+                        extra_files: dict[str, str | bytes] | None = None) -> list[str]:
+        """Write the distilled delta as a ``bitdelta`` repo (``zoo.load`` gives a :class:`BitDeltaModule`)."""
+        names = self.to_delta().save(directory, max_shard_bytes=max_shard_bytes)
+        for name, content in (extra_files or {}).items():
+            with atomic_path(Path(directory) / name) as tmp:
+                tmp.write_bytes(content.encode() if isinstance(content, str) else content)
+            names.append(name)
+        return names
+
+    def model_card_fields(self) -> dict[str, Any]:
+        return _delta_card_fields(self.to_delta(), super().model_card_fields())
