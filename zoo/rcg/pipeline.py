@@ -88,18 +88,18 @@ class RCGPipeline(_RCGStage):
     def is_class_conditional(self) -> bool:
         return self.rdm.config.use_context
 
-    def _device(self) -> torch.device:
+    def _model_device(self) -> torch.device:
         return self.mage.decoder_pos_embed_learned.device
 
     def _generator(self, seed: int | None) -> torch.Generator | None:
-        return torch.Generator(self._device()).manual_seed(int(seed)) if seed is not None else None
+        return torch.Generator(self._model_device()).manual_seed(int(seed)) if seed is not None else None
 
     def _check_images(self, images: torch.Tensor) -> torch.Tensor:
         if images.ndim != 4 or images.shape[1] != 3:
             raise ValueError(f"images must be (B, 3, H, W) floats in [0, 1], got shape {tuple(images.shape)}")
         if not images.is_floating_point():
             raise ValueError(f"images must be floats in [0, 1] (got {images.dtype}); divide uint8 images by 255")
-        return images.to(self._device())
+        return images.to(self._model_device())
 
     # ------------------------------------------------------------------------------------------------ stages
     @torch.no_grad()
@@ -114,7 +114,7 @@ class RCGPipeline(_RCGStage):
                                progress: bool = False) -> torch.Tensor:
         """n representations from the RDM (DDIM with its EMA weights), float32 (n, rep_dim)."""
         d = self.sampling_defaults
-        device = self._device()
+        device = self._model_device()
         if labels is None:
             labels = (torch.randint(0, self.rdm.config.n_classes, (n,), device=device, generator=generator)
                       if self.is_class_conditional else self.rdm.default_labels(n, device))
@@ -123,15 +123,19 @@ class RCGPipeline(_RCGStage):
             raise ValueError(f"labels must be {n} class ids in [0, {self.rdm.config.n_classes})")
         x_T = torch.randn(n, self.rdm.config.in_channels, device=device, generator=generator)
         return ddim_sample(self.rdm.denoiser, self.rdm.schedule, x_T, self.rdm.context(labels),
-                           rdm_steps or d["rdm_steps"], d["eta"] if eta is None else eta, generator, progress)
+                           d["rdm_steps"] if rdm_steps is None else rdm_steps, d["eta"] if eta is None else eta,
+                           generator, progress)
 
     @torch.no_grad()
     def generate_tokens(self, rep: torch.Tensor, *, cfg: float | None = None, steps: int | None = None,
                         temperature: float | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
         """MAGE iterative decoding conditioned on rep (B, rep_dim) -> VQGAN ids (B, N)."""
         d = self.sampling_defaults
-        rep = rep.to(device=self._device(), dtype=self.mage.decoder_pos_embed_learned.dtype)
-        return self.mage.generate(rep, steps or d["steps"], d["temperature"] if temperature is None else temperature,
+        rep = rep.to(device=self._model_device(), dtype=self.mage.decoder_pos_embed_learned.dtype)
+        steps = d["steps"] if steps is None else steps
+        if steps < 1:
+            raise ValueError(f"steps (MAGE iterations) must be at least 1, got {steps}")
+        return self.mage.generate(rep, steps, d["temperature"] if temperature is None else temperature,
                                   d["cfg"] if cfg is None else cfg, generator)
 
     @torch.no_grad()

@@ -1,0 +1,134 @@
+"""Converters: safe loading, strict key matching, official key quirks, `zoo convert rcg`, the catalog."""
+
+import argparse
+import json
+
+import pytest
+import torch
+from conftest import FIXTURES, TINY, io, max_err
+from safetensors.torch import load_file
+
+import zoo
+from zoo.rcg.convert import convert_checkpoint, convert_moco, convert_rdm, detect_kind, from_upstream, load_official
+
+
+def test_official_files_need_the_namespace_allowlist():
+    path = FIXTURES / "rdm_tiny" / "rdm_ckpt.pth"
+    with pytest.raises(Exception, match="Namespace"):
+        torch.load(path, weights_only=True)
+    ckpt = load_official(path)
+    assert isinstance(ckpt["args"], argparse.Namespace)
+
+
+class Payload:
+    """Stands for any class an untrusted pickle could name."""
+
+
+def test_refuses_other_pickled_objects(tmp_path):
+    path = tmp_path / "evil.pth"
+    torch.save({"state_dict": {}, "extra": Payload()}, path)
+    with pytest.raises(ValueError, match="safely"):
+        load_official(path)
+
+
+@pytest.mark.parametrize("name,kind,model_type", [
+    ("moco", "moco", "rcg-mocov3"), ("rdm", "rdm", "rcg-rdm"), ("vqgan", "vqgan", "rcg-vqgan"),
+    ("mage", "mage", "rcg-mage"), ("pipeline", None, "rcg-pipeline"),
+])
+def test_converted_repos_reload_strictly(converted, name, kind, model_type):
+    config = json.loads((converted[name] / "config.json").read_text())
+    assert config["model_type"] == model_type and config["method"] == "rcg"
+    model = zoo.load(converted[name])
+    saved = load_file(str(converted[name] / "model.safetensors"))
+    assert set(saved) == set(model.state_dict())  # every tensor is saved and used
+    bad = dict(saved)
+    bad["unexpected.weight"] = torch.zeros(1)
+    with pytest.raises(RuntimeError, match="unexpected"):
+        model.load_weights_(bad)
+
+
+def test_detect_kind():
+    kinds = {p: detect_kind(load_official(FIXTURES / p)) for p in
+             ["encoder_tiny/moco_vit_tiny.pth.tar", "rdm_tiny/rdm_ckpt.pth", "vqgan_tiny/vqgan_tiny.ckpt",
+              "mage_tiny/mage_ckpt.pth"]}
+    assert list(kinds.values()) == ["moco", "rdm", "vqgan", "mage"]
+
+
+def test_momentum_encoder_is_kept_apart_from_the_base_encoder():
+    ckpt = load_official(FIXTURES / "encoder_tiny" / "moco_vit_tiny.pth.tar")
+    module = convert_moco(ckpt, TINY)
+    sd = ckpt["state_dict"]
+    assert torch.equal(module.encoder.blocks[0].attn.qkv.weight, sd["module.base_encoder.blocks.0.attn.qkv.weight"])
+    assert not torch.equal(module.encoder.blocks[0].attn.qkv.weight, module.momentum_encoder.blocks[0].attn.qkv.weight)
+
+
+def test_vit_large_key_renames():
+    """The ViT-L file's misnamed keys (blocks.13.norm13, ...) are fixed by the converter."""
+    ckpt = load_official(FIXTURES / "encoder_tiny" / "moco_vit_tiny.pth.tar")
+    sd = ckpt["state_dict"]
+    renamed = {}
+    for key, value in sd.items():  # rename block 1 like the ViT-L file's blocks 13/14
+        key = key.replace("blocks.1.norm1.", "blocks.13.norm13.").replace("blocks.1.mlp.fc1.", "blocks.13.mlp.fc13.")
+        key = key.replace("blocks.0.norm2.", "blocks.14.norm14.").replace("blocks.0.mlp.fc2.", "blocks.14.mlp.fc14.")
+        renamed[key] = value
+    from zoo.rcg.convert import _fix_vit_names
+
+    fixed = _fix_vit_names(_strip_prefix(renamed, "module.base_encoder."))
+    assert "blocks.13.norm1.weight" in fixed and "blocks.13.mlp.fc1.bias" in fixed
+    assert "blocks.14.norm2.weight" in fixed and "blocks.14.mlp.fc2.weight" in fixed
+    assert not any(k.split(".")[2].startswith(("norm13", "norm14", "fc13", "fc14")) for k in fixed if k.count(".") > 2)
+
+
+def _strip_prefix(sd, prefix):
+    return {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
+
+
+def test_unknown_official_keys_are_an_error():
+    ckpt = load_official(FIXTURES / "rdm_tiny" / "rdm_ckpt.pth")
+    ckpt["state_dict"] = dict(ckpt["state_dict"], **{"first_stage_model.weight": torch.zeros(1)})
+    with pytest.raises(ValueError, match="unexpected keys"):
+        convert_rdm(ckpt, TINY)
+
+
+def test_heads_must_be_given_for_unknown_widths():
+    with pytest.raises(ValueError, match="num_heads"):
+        convert_moco(load_official(FIXTURES / "encoder_tiny" / "moco_vit_tiny.pth.tar"))
+
+
+def test_ema_bookkeeping_is_converted(converted):
+    module = zoo.load(converted["rdm"])
+    assert int(module.ema.num_updates) == 123456 and module.hparams.ema_decay == pytest.approx(0.9999)
+
+
+def test_cli_convert_and_upstream_converter(tmp_path):
+    from test_rcg_pipeline import rcg_cli
+
+    out = tmp_path / "vq"
+    rcg_cli(["convert", "rcg", str(FIXTURES / "vqgan_tiny" / "vqgan_tiny.ckpt"), "--out", str(out)])
+    data = io("vqgan_tiny")
+    assert torch.equal(zoo.load(out).encode(data["images"]), data["codes"])
+
+    entry = zoo.registry.get_entry("rcg-imagenet256")
+    tiny_entry = type(entry)(**{**entry.__dict__, "architecture": TINY,
+                                "defaults": {"cfg": 2.0, "temperature": 3.0, "steps": 5, "rdm_steps": 7, "eta": 1.0}})
+    files = {"mage-vitl.pth": FIXTURES / "mage_tiny" / "mage_ckpt.pth", "rdm-mocov3vitl.pth": FIXTURES / "rdm_tiny" / "rdm_ckpt.pth"}
+    from_upstream(files, tmp_path / "pipe", tiny_entry)
+    model = zoo.load(tmp_path / "pipe")
+    assert model.sampling_defaults == {"cfg": 2.0, "temperature": 3.0, "steps": 5, "rdm_steps": 7, "eta": 1.0}
+    assert model.sample(1, seed=0).shape == (1, 3, 32, 32)
+
+
+def test_catalog_entries():
+    names = zoo.list_models("rcg-imagenet256*")
+    assert names == ["rcg-imagenet256", "rcg-imagenet256-classcond", "rcg-imagenet256-mage-b",
+                     "rcg-imagenet256-mage-b-classcond"]
+    main = zoo.registry.get_entry("rcg-imagenet256")
+    assert main.source == "upstream" and main.converter == "zoo.rcg.convert:from_upstream"
+    assert main.metrics["fid"] == 2.15 and main.defaults["cfg"] == 6.0 and main.defaults["temperature"] == 11.0
+    assert all(f.sha256 is None and f.url.startswith("https://") for f in main.files)
+    assert zoo.registry.get_entry("rcg-imagenet256-mage-b").defaults["cfg"] == 1.0
+
+
+def test_pipeline_needs_mage_and_rdm():
+    with pytest.raises(ValueError, match="kinds"):
+        convert_checkpoint([FIXTURES / "vqgan_tiny" / "vqgan_tiny.ckpt", FIXTURES / "rdm_tiny" / "rdm_ckpt.pth"], TINY)

@@ -1,0 +1,109 @@
+"""The RCG pipeline on the converted tiny official checkpoints: sample, reconstruct, encode, CLI."""
+
+import pytest
+import torch
+from conftest import io, max_err
+
+import zoo
+from zoo.rcg.pipeline import RCGPipeline
+
+FAST = dict(rdm_steps=10, steps=4)
+
+
+def test_pipeline_loads_with_the_mage_encoder_and_ema_rdm(converted, pipeline):
+    assert isinstance(pipeline, RCGPipeline)
+    assert pipeline.hparams.image_size == 32
+    rdm_stage = zoo.load(converted["rdm"])
+    for name, value in rdm_stage.ema.shadow.state_dict().items():  # sampling uses the EMA weights
+        assert torch.equal(pipeline.rdm.denoiser.state_dict()[name], value)
+    data = io("encoder_tiny")
+    assert max_err(pipeline.encode(data["images"]), data["rep"]) <= 1e-5
+
+
+def test_sample_shape_range_and_determinism(pipeline):
+    a = pipeline.sample(3, seed=7, **FAST)
+    assert a.shape == (3, 3, 32, 32) and a.dtype == torch.float32
+    assert a.min() >= 0 and a.max() <= 1
+    assert torch.equal(a, pipeline.sample(3, seed=7, **FAST))
+    assert not torch.equal(a, pipeline.sample(3, seed=8, **FAST))
+    batched = pipeline.sample(3, seed=7, batch_size=2, **FAST)
+    assert torch.equal(batched, pipeline.sample(3, seed=7, batch_size=2, **FAST))
+
+
+def test_cfg_and_temperature_change_samples_and_timings_split(pipeline):
+    timings = {}
+    plain = pipeline.sample(2, seed=1, cfg=0.0, **FAST)
+    guided = pipeline.sample(2, seed=1, cfg=3.0, timings=timings, **FAST)
+    assert not torch.equal(plain, guided)
+    assert set(timings) == {"rdm", "mage", "vqgan"} and all(t > 0 for t in timings.values())
+
+
+def test_generation_uses_the_representation(pipeline):
+    """Given identical randomness, different representations give different token maps."""
+    data = io("mage_tiny")
+    g = lambda: torch.Generator().manual_seed(0)  # noqa: E731
+    a = pipeline.generate_tokens(data["gen_image_rep"], cfg=0.0, steps=6, temperature=6.0, generator=g())
+    b = pipeline.generate_tokens(-data["gen_image_rep"], cfg=0.0, steps=6, temperature=6.0, generator=g())
+    assert a.shape == (2, 256) and a.max() < pipeline.mage.config.codebook_size
+    assert not torch.equal(a, b)
+    out = pipeline.decode_tokens(a)
+    assert out.shape == data["gen_image_out_seeded"].shape  # the official gen_image output shape
+
+
+def test_reconstruct_and_bad_inputs(pipeline):
+    images = io("mage_tiny")["images"]
+    out = pipeline.reconstruct(images, steps=4, seed=0)
+    assert out.shape == images.shape and 0 <= out.min() and out.max() <= 1
+    assert torch.equal(out, pipeline.reconstruct(images, steps=4, seed=0))
+    with pytest.raises(ValueError, match="32x32"):
+        pipeline.reconstruct(torch.rand(1, 3, 64, 64))
+    with pytest.raises(ValueError, match="uint8"):
+        pipeline.encode((images * 255).to(torch.uint8))
+    with pytest.raises(ValueError, match="unconditional"):
+        pipeline.sample(2, labels=torch.tensor([0, 1]), **FAST)
+    with pytest.raises(ValueError, match="rdm_steps"):
+        pipeline.sample(1, rdm_steps=0)
+
+
+def test_class_conditional_pipeline(converted):
+    model = zoo.load(converted["pipeline_cc"])
+    assert model.is_class_conditional
+    a = model.sample(2, labels=torch.tensor([1, 4]), seed=0, **FAST)
+    b = model.sample(2, labels=torch.tensor([2, 3]), seed=0, **FAST)
+    assert a.shape == (2, 3, 32, 32) and not torch.equal(a, b)
+    assert model.sample(2, seed=0, **FAST).shape == (2, 3, 32, 32)  # random classes
+    with pytest.raises(ValueError, match="class ids"):
+        model.sample(1, labels=torch.tensor([5]), **FAST)
+
+
+def test_half_precision_sampling(converted):
+    model = zoo.load(converted["pipeline"], dtype="bfloat16")
+    out = model.sample(2, seed=0, **FAST)
+    assert out.dtype == torch.float32 and torch.isfinite(out).all() and 0 <= out.min() and out.max() <= 1
+    rep = model.encode(io("encoder_tiny")["images"])
+    assert max_err(rep, io("encoder_tiny")["rep"]) < 0.1  # bf16 encoder stays close to fp32
+
+
+def rcg_cli(argv):
+    """Run `zoo rcg ...` / `zoo convert rcg ...` through this method's own parser hooks."""
+    import argparse
+
+    from zoo.rcg.cli import register_cli
+
+    parser = argparse.ArgumentParser(prog="zoo")
+    commands = parser.add_subparsers(dest="command", required=True)
+    converters = commands.add_parser("convert").add_subparsers(dest="method", required=True)
+    register_cli(commands, converters)
+    args = parser.parse_args(argv)
+    args.func(args)
+
+
+def test_cli_sample_writes_a_png_grid(converted, tmp_path):
+    from PIL import Image
+
+    out = tmp_path / "grid.png"
+    rcg_cli(["rcg", "sample", str(converted["pipeline"]), "--n", "4", "--out", str(out), "--rdm-steps", "5",
+             "--steps", "3"])
+    assert out.exists()
+    img = Image.open(out)
+    assert img.size == (2 * 32 + 3 * 2, 2 * 32 + 3 * 2)  # 2x2 grid with 2-px padding

@@ -1,0 +1,115 @@
+"""Every RCG stage loaded with zoo.load (or built from a recipe-like config) trains a few steps on CPU."""
+
+import pickle
+
+import lightning as L
+import pytest
+import torch
+
+import zoo
+from zoo.rcg.data import ImageDataModule
+from zoo.rcg.model import EMA
+from zoo.rcg.module import MocoV3Module, RDMModule
+
+TINY_ENCODER = dict(img_size=32, patch_size=8, embed_dim=16, depth=1, num_heads=2, proj_hidden_dim=32, rep_dim=16)
+
+
+def fit(model, data, steps: int = 2):
+    trainer = L.Trainer(max_steps=steps, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+                        limit_val_batches=0)
+    trainer.fit(model, datamodule=data)
+    return trainer
+
+
+def snapshot(module):
+    return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+def changed(before, module, prefix):
+    after = module.state_dict()
+    return [k for k in before if k.startswith(prefix) and before[k].is_floating_point() and not torch.equal(before[k], after[k])]
+
+
+def data_for(root, stage, batch_size=4):
+    return ImageDataModule(str(root), stage=stage, image_size=32, batch_size=batch_size, num_workers=0)
+
+
+def test_rdm_stage_trains_with_ema_and_frozen_encoder(converted, image_folder):
+    model = zoo.load(converted["rdm"])
+    before = snapshot(model)
+    updates = int(model.ema.num_updates)
+    fit(model, data_for(image_folder, "rdm"))
+    assert changed(before, model, "rdm.denoiser.")
+    assert not changed(before, model, "encoder.")  # frozen, BatchNorm statistics included
+    assert int(model.ema.num_updates) == updates + 2
+    assert changed(before, model, "ema.shadow.")
+
+
+def test_mage_stage_trains_with_frozen_encoder_and_tokenizer(converted, image_folder):
+    model = zoo.load(converted["mage"])
+    before = snapshot(model)
+    fit(model, data_for(image_folder, "mage"))
+    assert changed(before, model, "mage.")
+    assert not changed(before, model, "encoder.") and not changed(before, model, "vqgan.")
+
+
+def test_vqgan_stage_trains(converted, image_folder):
+    model = zoo.load(converted["vqgan"])
+    before = snapshot(model)
+    fit(model, data_for(image_folder, "vqgan"))
+    assert changed(before, model, "vqgan.decoder.") and changed(before, model, "vqgan.encoder.")
+
+
+def test_pipeline_finetunes_mage_only(converted, image_folder):
+    model = zoo.load(converted["pipeline"])
+    before = snapshot(model)
+    fit(model, data_for(image_folder, "mage"))
+    assert changed(before, model, "mage.")
+    assert not any(changed(before, model, p) for p in ("encoder.", "vqgan.", "rdm."))
+
+
+def test_mocov3_pretraining_from_scratch(image_folder, tmp_path):
+    model = MocoV3Module(encoder=TINY_ENCODER, predictor_hidden_dim=32, warmup_epochs=0)
+    before = snapshot(model)
+    fit(model, data_for(image_folder, "mocov3"), steps=3)
+    assert changed(before, model, "encoder.blocks.") and changed(before, model, "momentum_encoder.blocks.")
+    assert not changed(before, model, "encoder.patch_embed.")  # MoCo v3 freezes the patch projection
+    assert not changed(before, model, "encoder.pos_embed")  # fixed sin-cos table
+    model.save_pretrained(tmp_path / "moco")
+    reloaded = zoo.load(tmp_path / "moco")
+    images = torch.rand(2, 3, 32, 32)
+    assert torch.allclose(reloaded.encode(images), model.encode(images))
+
+
+def test_stage_inits_load_the_frozen_parts(converted, image_folder):
+    rdm = RDMModule(rdm=dict(in_channels=16, time_embed_dim=8, model_channels=16, bottleneck_channels=8,
+                             num_res_blocks=1, context_channels=4),
+                    encoder=zoo.load(converted["moco"]).hparams["encoder"], encoder_init=str(converted["moco"]))
+    fit(rdm, data_for(image_folder, "rdm"), steps=1)
+    reference = zoo.load(converted["moco"]).encoder.state_dict()
+    assert all(torch.equal(v, rdm.encoder.state_dict()[k]) for k, v in reference.items())
+    missing = RDMModule(rdm=dict(in_channels=16, model_channels=16, bottleneck_channels=8, num_res_blocks=1),
+                        encoder=TINY_ENCODER)
+    with pytest.raises(ValueError, match="encoder_init"):
+        fit(missing, data_for(image_folder, "rdm"), steps=1)
+
+
+def test_ema_update_rule():
+    net = torch.nn.Linear(2, 2)
+    ema = EMA(net, decay=0.9999)
+    shadow0 = ema.shadow.weight.detach().clone()
+    with torch.no_grad():
+        net.weight.add_(1.0)
+    ema.update(net)  # n = 1: decay = min(0.9999, 2 / 11)
+    decay = 2 / 11
+    expected = shadow0 - (1 - decay) * (shadow0 - net.weight)
+    assert torch.allclose(ema.shadow.weight, expected)
+    assert int(ema.num_updates) == 1
+
+
+def test_modules_pickle_for_ddp_spawn(converted):
+    for name in ("rdm", "mage", "pipeline"):
+        model = zoo.load(converted[name])
+        clone = pickle.loads(pickle.dumps(model))
+        assert set(clone.state_dict()) == set(model.state_dict())
