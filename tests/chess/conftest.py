@@ -1,15 +1,9 @@
 """Shared fixtures of the chess tests: the official tiny checkpoint, converted once per session."""
 
-import json
 from pathlib import Path
 
 import pytest
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "chess"
-
-
-def load_json(name: str):
-    return json.loads((FIXTURES / name).read_text())
+from chess_testdata import FIXTURES
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 import struct
 
 import pytest
-from conftest import FIXTURES, load_json
+from chess_testdata import FIXTURES, load_json
 
 from zoo.chess.bag import BagReader, BagWriter, decode_record, encode_record, shard_paths
 

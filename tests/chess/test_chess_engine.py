@@ -2,7 +2,7 @@ import chess
 import numpy as np
 import pytest
 import torch
-from conftest import load_json
+from chess_testdata import load_json
 
 from zoo.chess.engine import board_svg, legal_moves, parse_move
 from zoo.chess.model import CONFIGS

@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from conftest import load_json
+from chess_testdata import load_json
 
 from zoo.chess.tokenizer import (
     ACTIONS,

@@ -60,6 +60,7 @@ class MoveAnalysis:
     win_probs: np.ndarray  # (N,) float64
     scores: np.ndarray  # (N,) float64
     repetition_draw: np.ndarray  # (N,) bool
+    log_probs: np.ndarray  # AV/SV: (N, K) bucket log-probs from the mover's view; BC: (N,) = scores
     state_win_prob: float | None = None  # SV only: the value of the current position
 
     def best(self) -> chess.Move:
@@ -147,20 +148,18 @@ class ChessEngine:
         if self.policy == "behavioral_cloning":
             legal = log_probs[0, [ACTION_TO_INDEX[m.uci()] for m in moves]].astype(np.float64)
             scores = legal - np.logaddexp.reduce(legal)  # renormalised over the legal moves
-            return MoveAnalysis(board.fen(), self.policy, moves, np.exp(scores), scores, np.zeros(len(moves), bool))
-        if self.policy == "action_value":
-            win_probs = self._expected(log_probs)
-        else:
+            return MoveAnalysis(board.fen(), self.policy, moves, np.exp(scores), scores, np.zeros(len(moves), bool), scores)
+        if self.policy == "state_value":
             state = float(self._expected(log_probs[:1])[0])
-            # a child's buckets are from the opponent's view: flip the bucket axis
-            win_probs = self._expected(log_probs[1:, ::-1])
+            log_probs = log_probs[1:, ::-1]  # a child's buckets are from the opponent's view: flip them
+        win_probs = self._expected(log_probs)
         draws = np.zeros(len(moves), bool)
         for i, move in enumerate(moves):
             board.push(move)
             draws[i] = _is_repetition_draw(board)
             board.pop()
         scores = np.where(draws, 0.5, win_probs)
-        return MoveAnalysis(board.fen(), self.policy, moves, win_probs, scores, draws, state)
+        return MoveAnalysis(board.fen(), self.policy, moves, win_probs, scores, draws, np.ascontiguousarray(log_probs), state)
 
     # ------------------------------------------------------------------ choice
     def choose(self, analysis: MoveAnalysis) -> chess.Move:

@@ -1,0 +1,64 @@
+import json
+import subprocess
+import sys
+import zipfile
+
+import pytest
+import torch
+
+import zoo
+from zoo.registry import get_entry
+
+
+def test_catalog_entries_point_at_the_official_zips():
+    names = zoo.list_models(method="chess")
+    assert {"chess-9m", "chess-136m", "chess-270m", "chess-9m-sv", "chess-9m-bc"} <= set(names)
+    entry = get_entry("chess-270m")
+    assert entry.source == "upstream" and entry.converter == "zoo.chess.convert:from_upstream"
+    assert entry.files[0].url == "https://storage.googleapis.com/searchless_chess/checkpoints/270M.zip"
+    assert entry.files[0].sha256 is None
+    assert get_entry("chess-9m-bc").files[0].url.endswith("/9M_behavioral_cloning.zip")
+    assert get_entry("chess-9m-sv").architecture["policy"] == "state_value"
+
+
+def test_upstream_converter_on_an_official_style_zip(fixtures_dir, tmp_path, monkeypatch):
+    """The catalog path: an official zip (Orbax checkpoint inside) served at the entry's URL, converted on first load."""
+    pytest.importorskip("tensorstore")
+    from dataclasses import replace
+
+    import numpy as np
+
+    from zoo.registry import FileSpec, register_model
+
+    archive = tmp_path / "tiny.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        root = fixtures_dir / "model_av_tiny" / "orbax"
+        for path in root.rglob("*"):
+            if path.is_file():
+                z.write(path, "tiny/" + str(path.relative_to(root)))
+    entry = replace(
+        get_entry("chess-9m"),
+        name="chess-test-tiny-zip",
+        files=(FileSpec("tiny.zip", None, None, archive.as_uri()),),
+        architecture={**get_entry("chess-9m").architecture, "num_heads": 4, "num_params": 102_816},
+    )
+    register_model(entry)
+    model = zoo.load("chess-test-tiny-zip")
+    io = np.load(fixtures_dir / "model_av_tiny" / "io.npz")
+    with torch.no_grad():
+        out = model(torch.from_numpy(io["sequences"]).long())[:, -1]
+    assert (out - torch.from_numpy(io["log_probs"])).abs().max().item() <= 1e-5
+
+
+def test_cli_convert_and_board(fixtures_dir, tmp_path):
+    run = lambda *a: subprocess.run([sys.executable, "-m", "zoo.cli", *a], capture_output=True, text=True)  # noqa: E731
+    out = tmp_path / "repo"
+    r = run("convert", "chess", str(fixtures_dir / "model_av_tiny" / "params.npz"), "--out", str(out), "--num-heads", "4")
+    assert r.returncode == 0, r.stderr
+    assert "102,816 parameters" in r.stdout
+    assert json.loads((out / "config.json").read_text())["hparams"]["num_heads"] == 4
+    r = run("chess", "board", str(out), "--out", str(tmp_path / "b.svg"), "--fen", "4k3/8/8/8/8/8/4P3/4K3 w - - 0 1")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "b.svg").read_text().startswith("<svg")
+    r = run("chess", "board", str(out), "--fen", "not a fen")
+    assert r.returncode == 2 and "error" in r.stderr

@@ -1,0 +1,113 @@
+import json
+
+import lightning as L
+import numpy as np
+import pytest
+import torch
+
+import zoo
+from zoo.chess.bag import BagReader, decode_record
+from zoo.chess.data import ChessBagDataset, ChessDataModule, find_bag, record_to_sequence
+from zoo.chess.model import CONFIGS
+from zoo.chess.module import ChessTransformerModule
+from zoo.chess.tokenizer import tokenize
+
+
+def _trainer(**kwargs):
+    return L.Trainer(accelerator="cpu", max_steps=3, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                     enable_model_summary=False, limit_val_batches=1, num_sanity_val_steps=0, gradient_clip_val=1.0, **kwargs)
+
+
+def test_sequences_follow_the_official_layout(fixtures_dir):
+    io = np.load(fixtures_dir / "model_av_tiny" / "io.npz")
+    for fen, move, win_prob, expected in zip(io["fens"], io["moves"], io["win_probs"], io["sequences"]):
+        sequence, p = record_to_sequence("action_value", (str(fen), str(move), float(win_prob)))
+        assert sequence.tolist() == expected.tolist() and p == win_prob
+    fen = "8/6pk/5p2/1p6/3R1P1p/n2K2PP/6N1/8 b - - 1 42"
+    assert record_to_sequence("state_value", (fen, 0.5))[0].tolist() == tokenize(fen).tolist() + [63]
+    assert record_to_sequence("behavioral_cloning", (fen, "e2e4"))[0].tolist() == tokenize(fen).tolist() + [317]
+
+
+def test_official_bag_dataset(fixtures_dir):
+    ds = ChessBagDataset(fixtures_dir / "bags" / "sample_action_value@2.bag", "action_value")
+    assert len(ds) == 10 and ds[0]["sequences"].shape == (79,) and ds[0]["sequences"].dtype == torch.int64
+    assert len(ChessBagDataset(fixtures_dir / "bags" / "sample_state_value.bag", "state_value")[0]["sequences"]) == 78
+
+
+def test_loaded_model_fine_tunes_on_generated_data(tiny_av_dir, generated_data):
+    model = zoo.load(tiny_av_dir)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    data = ChessDataModule(str(generated_data), policy="action_value", batch_size=16)
+    trainer = _trainer()
+    trainer.fit(model, datamodule=data)
+    assert trainer.global_step == 3
+    assert np.isfinite(trainer.callback_metrics["train_loss"].item())
+    assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+@pytest.mark.parametrize("policy", ["state_value", "behavioral_cloning"])
+def test_other_policies_train_from_scratch(policy, generated_data):
+    model = ChessTransformerModule(policy=policy, hl_gauss_sigma=0.75 if policy == "state_value" else None, **CONFIGS["tiny"])
+    trainer = _trainer()
+    trainer.fit(model, datamodule=ChessDataModule(str(generated_data), policy=policy, batch_size=8))
+    assert "val_loss" in trainer.callback_metrics
+
+
+def test_ddp_spawn_two_cpu_processes(tiny_av_dir, generated_data, tmp_path):
+    model = zoo.load(tiny_av_dir)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    trainer = _trainer(strategy="ddp_spawn", devices=2, default_root_dir=str(tmp_path))
+    trainer.fit(model, datamodule=ChessDataModule(str(generated_data), policy="action_value", batch_size=8))
+    # the spawned workers' trained weights come back into this process's module
+    assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
+    x = torch.randint(0, 31, (2, 79))
+    with torch.no_grad():
+        assert torch.isfinite(model.eval()(x)).all()
+
+
+def test_generated_data_is_consistent(generated_data):
+    import chess
+
+    info = json.loads((generated_data / "info.json").read_text())
+    keys = {}
+    for split in ("train", "test"):
+        fens = {}
+        for raw in BagReader(find_bag(generated_data, split, "action_value")):
+            fen, move, p = decode_record("action_value", raw)
+            assert 0 <= p <= 1
+            fens.setdefault(fen, set()).add(move)
+        for fen, moves in fens.items():
+            assert moves == {m.uci() for m in chess.Board(fen).legal_moves}
+        states = [decode_record("state_value", r) for r in BagReader(find_bag(generated_data, split, "state_value"))]
+        best = [decode_record("behavioral_cloning", r) for r in BagReader(find_bag(generated_data, split, "behavioral_cloning"))]
+        assert [s[0] for s in states] == [b[0] for b in best] and set(fens) == {s[0] for s in states}
+        assert len(states) == info["counts"][split]["positions"]
+        keys[split] = {" ".join(f.split()[:4]) for f in fens}
+        assert len(keys[split]) == len(fens)  # de-duplicated
+    assert not keys["train"] & keys["test"]  # split by game, test positions removed from train
+
+
+def test_make_data_resumes_and_rejects_changed_settings(generated_data, tmp_path):
+    from zoo.chess.make_data import DataConfig, default_book, make_data
+
+    games = generated_data / "games"
+    stamps = {p.name: p.stat().st_mtime_ns for p in games.iterdir()}
+    cfg = DataConfig(num_games=5, depth=2, selfplay_depth=1, max_plies=8, max_book_plies=4, test_fraction=0.3, seed=3, book=default_book())
+    make_data(generated_data, cfg, workers=1, progress=False)
+    assert {p.name: p.stat().st_mtime_ns for p in games.iterdir() if p.name in stamps} == stamps  # kept, not redone
+    assert len(list(games.iterdir())) == 5
+    with pytest.raises(ValueError, match="depth"):
+        make_data(generated_data, DataConfig(num_games=5, depth=3, selfplay_depth=1, max_plies=8, max_book_plies=4, test_fraction=0.3, seed=3, book=default_book()), progress=False)
+    with pytest.raises(FileNotFoundError, match="Stockfish"):
+        DataConfig(stockfish="/nonexistent/stockfish")
+
+
+def test_mate_scores_convert_to_zoo_convention():
+    import chess
+    import chess.engine
+
+    from zoo.chess.make_data import score_to_win_prob
+
+    assert score_to_win_prob(chess.engine.PovScore(chess.engine.Mate(2), chess.WHITE), chess.WHITE) == 1.0
+    assert score_to_win_prob(chess.engine.PovScore(chess.engine.Mate(2), chess.WHITE), chess.BLACK) == 0.0
+    assert score_to_win_prob(chess.engine.PovScore(chess.engine.Cp(100), chess.BLACK), chess.BLACK) == 0.5910258971916128

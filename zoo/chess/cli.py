@@ -1,0 +1,199 @@
+"""``zoo chess ...`` sub-commands and ``zoo convert chess``. Heavy imports happen inside the commands."""
+
+from __future__ import annotations
+
+import json
+
+__all__ = ["register_cli"]
+
+
+def _engine(args):
+    import torch
+
+    import zoo
+
+    if getattr(args, "threads", None):
+        torch.set_num_threads(args.threads)
+    model = zoo.load(args.name, device=args.device)
+    return model.engine(temperature=getattr(args, "temperature", None), batch_size=getattr(args, "batch_size", 2048))
+
+
+def _print_json(obj, path: str | None = None) -> None:
+    text = json.dumps(obj, indent=2)
+    if path:
+        from zoo._io import write_text_atomic
+
+        write_text_atomic(path, text + "\n")
+    print(text)
+
+
+# ----------------------------------------------------------------------------- commands
+
+
+def cmd_make_data(args) -> None:
+    from zoo.chess.make_data import DataConfig, default_book, make_data
+
+    cfg = DataConfig(
+        num_games=args.games, depth=args.depth, selfplay_depth=args.selfplay_depth, random_move_prob=args.random_move_prob,
+        max_book_plies=args.max_book_plies, max_plies=args.max_plies, test_fraction=args.test_fraction, seed=args.seed,
+        book=None if args.book == "none" else (args.book or default_book()), stockfish=args.stockfish, hash_mb=args.hash_mb,
+    )
+    info = make_data(args.out, cfg, workers=args.workers)
+    print(json.dumps(info["counts"], indent=2))
+
+
+def cmd_eval(args) -> None:
+    from zoo.chess.evaluate import static_metrics
+
+    averages, per_fen = static_metrics(_engine(args), args.test_bag, max_fens=args.max_fens, progress=True)
+    _print_json({"averages": averages, "per_fen": per_fen} if args.per_fen else averages, args.json)
+
+
+def cmd_puzzles(args) -> None:
+    from zoo.chess.evaluate import puzzle_accuracy
+
+    engine = _engine(args)
+    report = {}
+    for path in args.files:
+        result = puzzle_accuracy(engine, path, limit=args.limit, progress=True)
+        report[path] = result if args.per_puzzle else {k: v for k, v in result.items() if k != "puzzles"}
+    _print_json(report, args.json)
+
+
+def cmd_match(args) -> None:
+    from zoo.chess.evaluate import play_match
+    from zoo.chess.make_data import default_book
+
+    result = play_match(
+        _engine(args), games=args.games, stockfish=args.stockfish, skill_level=args.skill, nodes=args.nodes, depth=args.depth,
+        book=None if args.book == "none" else (args.book or default_book()), opening_plies=args.opening_plies,
+        max_plies=args.max_plies, seed=args.seed, pgn_path=args.pgn, name=args.name, progress=True,
+    )
+    _print_json(result.summary(), args.json)
+
+
+def cmd_uci(args) -> None:
+    from zoo.chess.uci import run_uci
+
+    run_uci(args.name, device=args.device, temperature=args.temperature, threads=args.threads)
+
+
+def cmd_play(args) -> None:
+    import chess
+
+    from zoo.chess.uci import play_terminal
+
+    play_terminal(_engine(args), human=chess.WHITE if args.color == "white" else chess.BLACK, fen=args.fen)
+
+
+def cmd_board(args) -> None:
+    import chess
+
+    from zoo._io import write_text_atomic
+    from zoo.chess.engine import board_svg
+
+    board = chess.Board(args.fen)
+    analysis = _engine(args).analyse(board)
+    write_text_atomic(args.out, board_svg(board, analysis, top=args.top))
+    best = analysis.best()
+    print(f"{args.out}: best {board.san(best)} ({best.uci()})")
+
+
+def cmd_convert(args) -> None:
+    from zoo.chess.convert import convert
+
+    module = convert(args.src, args.out, policy=args.policy, num_heads=args.num_heads, step=args.step, ema=args.ema)
+    cfg = module.cfg
+    print(f"{args.out}: {cfg.policy}, {cfg.num_layers} layers, width {cfg.embedding_dim}, {module.model.num_params():,} parameters")
+
+
+# ----------------------------------------------------------------------------- parsers
+
+
+def _model_args(p, temperature: bool = True) -> None:
+    p.add_argument("name", help="catalog name (e.g. chess-9m) or a zoo repo folder")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, help="torch CPU threads")
+    if temperature:
+        p.add_argument("--temperature", type=float, help="sample moves with this temperature (default: greedy)")
+
+
+def register_cli(commands, convert) -> None:
+    chess_cmd = commands.add_parser("chess", help="ChessBench transformer: data, evaluation, UCI engine, play")
+    sub = chess_cmd.add_subparsers(dest="chess_command", metavar="SUBCOMMAND", required=True)
+
+    p = sub.add_parser("make-data", help="build a mini-ChessBench with Stockfish (resumable)")
+    p.add_argument("out", help="output folder (train/ and test/ bags; games/ holds resumable per-game results)")
+    p.add_argument("--games", type=int, default=100)
+    p.add_argument("--depth", type=int, default=8, help="Stockfish depth of the annotations")
+    p.add_argument("--selfplay-depth", type=int, default=4)
+    p.add_argument("--random-move-prob", type=float, default=0.2)
+    p.add_argument("--max-book-plies", type=int, default=12)
+    p.add_argument("--max-plies", type=int, default=160)
+    p.add_argument("--test-fraction", type=float, default=0.1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--book", help="polyglot book (default: Debian gnuchess-book; 'none' for none)")
+    p.add_argument("--stockfish", default="/usr/games/stockfish")
+    p.add_argument("--hash-mb", type=int, default=16)
+    p.add_argument("--workers", type=int, help="processes (default: all cores)")
+    p.set_defaults(func=cmd_make_data)
+
+    p = sub.add_parser("eval", help="official static metrics on an action-value test bag")
+    _model_args(p, temperature=False)
+    p.add_argument("--test-bag", required=True, help="e.g. test/action_value_data.bag")
+    p.add_argument("--max-fens", type=int)
+    p.add_argument("--batch-size", type=int, default=2048)
+    p.add_argument("--per-fen", action="store_true", help="also print per-position metrics")
+    p.add_argument("--json", help="also write the result to this file")
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("puzzles", help="puzzle accuracy on Lichess CSVs or mate-in-N PGNs")
+    _model_args(p, temperature=False)
+    p.add_argument("files", nargs="+", help="puzzles.csv (PGN, Moves, Rating) or problem .pgn files")
+    p.add_argument("--limit", type=int)
+    p.add_argument("--per-puzzle", action="store_true")
+    p.add_argument("--json")
+    p.set_defaults(func=cmd_puzzles)
+
+    p = sub.add_parser("match", help="play Stockfish; write PGN; report score and Elo difference")
+    _model_args(p)
+    p.add_argument("--games", type=int, default=10)
+    p.add_argument("--skill", type=int, default=0, help="Stockfish Skill Level (0-20)")
+    p.add_argument("--nodes", type=int, default=1000, help="Stockfish node limit per move")
+    p.add_argument("--depth", type=int)
+    p.add_argument("--book", help="polyglot book for the openings (default: gnuchess-book; 'none' for none)")
+    p.add_argument("--opening-plies", type=int, default=6)
+    p.add_argument("--max-plies", type=int, default=400)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--stockfish", default="/usr/games/stockfish")
+    p.add_argument("--pgn", help="write the games here")
+    p.add_argument("--json")
+    p.set_defaults(func=cmd_match)
+
+    p = sub.add_parser("uci", help="run the model as a UCI engine on stdin/stdout")
+    _model_args(p)
+    p.set_defaults(func=cmd_uci)
+
+    p = sub.add_parser("play", help="play the model in the terminal")
+    _model_args(p)
+    p.add_argument("--color", choices=("white", "black"), default="white", help="your colour")
+    p.add_argument("--fen", help="start position")
+    p.set_defaults(func=cmd_play)
+
+    p = sub.add_parser("board", help="SVG of a position annotated with the model's move values")
+    _model_args(p, temperature=False)
+    p.add_argument("--fen", default="rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1")
+    p.add_argument("--out", default="board.svg")
+    p.add_argument("--top", type=int, default=5, help="arrows for this many best moves")
+    p.set_defaults(func=cmd_board)
+
+    p = convert.add_parser("chess", help="official searchless_chess checkpoint (Orbax folder/zip or params .npz) -> zoo repo")
+    p.add_argument("src", help="a params .npz, an Orbax checkpoint folder (<dir>/<step>/params) or an official .zip")
+    p.add_argument("--out", required=True, help="output zoo repo folder")
+    p.add_argument("--policy", choices=("action_value", "state_value", "behavioral_cloning"),
+                   help="default: behavioral_cloning for a 1968-way head, else action_value")
+    p.add_argument("--num-heads", type=int, default=8, help="attention heads (not stored in the weights; official: 8)")
+    p.add_argument("--step", type=int, help="checkpoint step (default: the largest)")
+    p.add_argument("--ema", action="store_true", help="convert params_ema instead of params")
+    p.set_defaults(func=cmd_convert)
+
