@@ -1,0 +1,45 @@
+"""Shared EScAIP test fixtures: the official reference fixtures and the tiny official models as zoo repos."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "escaip"
+
+
+@pytest.fixture(scope="session")
+def fixture_dir() -> Path:
+    return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def inputs() -> dict:
+    data = np.load(FIXTURES / "inputs.npz")
+    return {
+        "pos": torch.tensor(data["positions"]),
+        "atomic_numbers": torch.tensor(data["atomic_numbers"]),
+        "cell": torch.tensor(data["cell"]),
+        "pbc": torch.tensor(data["pbc"]),
+        "natoms": torch.tensor(data["natoms"]),
+    }
+
+
+def official_config(variant: str) -> dict:
+    return json.loads((FIXTURES / f"{variant}_config.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def official_repos(tmp_path_factory) -> dict[str, Path]:
+    """The two official tiny models converted (state dict + JSON config) into zoo repo folders."""
+    from zoo.escaip.convert import convert_state_dict
+
+    root = tmp_path_factory.mktemp("escaip_repos")
+    out = {}
+    for variant in ("direct", "gradient"):
+        out[variant] = root / variant
+        convert_state_dict(FIXTURES / f"{variant}_weights.safetensors", FIXTURES / f"{variant}_config.json",
+                           out[variant])
+    return out

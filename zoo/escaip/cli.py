@@ -1,0 +1,88 @@
+"""``zoo escaip make-data | symmetry`` and ``zoo convert escaip``."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register_cli(commands, convert) -> None:
+    p = commands.add_parser("escaip", help="EScAIP interatomic potentials: data generation, symmetry report")
+    sub = p.add_subparsers(dest="escaip_command", metavar="COMMAND", required=True)
+
+    from zoo.escaip.make_data import MOLECULES, SLABS
+
+    d = sub.add_parser("make-data", help="Langevin MD labelled with GFN2-xTB (molecules) and EMT (metal slabs)",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    d.add_argument("out", help="output folder (rerun the same command to resume)")
+    d.add_argument("--molecules", nargs="*", default=sorted(MOLECULES), help=f"from {sorted(MOLECULES)}")
+    d.add_argument("--slabs", nargs="*", default=sorted(SLABS), help=f"from {sorted(SLABS)}")
+    d.add_argument("--temperatures", nargs="+", type=float, default=[300.0, 500.0, 800.0])
+    d.add_argument("--seeds", type=int, default=2, help="trajectories per system and temperature")
+    d.add_argument("--frames", type=int, default=300, help="frames per molecule trajectory")
+    d.add_argument("--slab-frames", type=int, default=100, help="frames per slab trajectory")
+    d.add_argument("--stride", type=int, default=10, help="MD steps between saved frames")
+    d.add_argument("--segment-frames", type=int, default=25, help="frames per resumable segment file")
+    d.add_argument("--workers", type=int, default=1, help="parallel processes (one thread each)")
+    d.set_defaults(func=_make_data)
+
+    s = sub.add_parser("symmetry", help="energy invariance / force equivariance errors under rotations, translations")
+    s.add_argument("name", help="catalog name or zoo repo folder")
+    s.add_argument("--rotations", type=int, default=32, help="random rotations per kind (random, x, y, z)")
+    s.add_argument("--translations", type=int, default=8)
+    s.add_argument("--structures", help="extxyz / ASE db of structures to test (default: molecules and a slab)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--dtype", help="e.g. float64")
+    s.add_argument("--json", help="also write the report to this JSON file")
+    s.set_defaults(func=_symmetry)
+
+    c = convert.add_parser("escaip", help="fairchem EScAIP inference checkpoint, or state dict + JSON config")
+    c.add_argument("src", help="fairchem inference checkpoint (.pt), or a state dict (.safetensors/.pt) with --config")
+    c.add_argument("--out", required=True, help="output zoo repo folder")
+    c.add_argument("--config", help="JSON with backbone_kwargs and heads (for a state-dict SRC)")
+    c.add_argument("--ema", action="store_true", help="use the checkpoint's EMA weights")
+    c.add_argument("--dataset", help="whose normaliser/element references to apply (multi-dataset checkpoints)")
+    c.set_defaults(func=_convert)
+
+
+def _make_data(args) -> None:
+    from zoo.escaip.make_data import make_data, plan_jobs
+
+    jobs = plan_jobs(args.molecules, args.slabs, args.temperatures, args.seeds, args.frames, args.slab_frames,
+                     args.stride, args.segment_frames)
+    if not jobs:
+        raise ValueError("nothing to do: give at least one molecule or slab")
+    result = make_data(args.out, jobs, workers=args.workers)
+    print(f"{result['frames']} / {result['total']} frames in {args.out}")
+    for folder, err in result["errors"].items():
+        print(f"failed: {folder}: {err}")
+
+
+def _symmetry(args) -> None:
+    from zoo.escaip.symmetry import format_report, symmetry_report
+    from zoo.loading import load
+
+    model = load(args.name, dtype=args.dtype)
+    structures = None
+    if args.structures:
+        import ase.io
+
+        structures = ase.io.read(args.structures, index=":")
+    report = symmetry_report(model, structures, n_rotations=args.rotations, n_translations=args.translations,
+                             seed=args.seed)
+    print(format_report(report))
+    if args.json:
+        from zoo._io import write_json_atomic
+
+        write_json_atomic(args.json, report)
+        print(f"wrote {args.json}")
+
+
+def _convert(args) -> None:
+    from zoo.escaip.convert import convert_checkpoint, convert_state_dict
+
+    if args.config:
+        module = convert_state_dict(args.src, args.config, args.out)
+    else:
+        module = convert_checkpoint(args.src, args.out, use_ema=args.ema, dataset=args.dataset)
+    n = sum(p.numel() for p in module.parameters())
+    print(f"wrote {args.out}: EScAIP with {n:,} parameters ({'gradient' if module.model.gradient else 'direct'} forces)")

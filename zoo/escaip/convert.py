@@ -1,0 +1,163 @@
+"""Convert official EScAIP weights into zoo repos (``config.json`` + ``model.safetensors``).
+
+Two sources:
+  * a fairchem inference checkpoint (a pickle of ``MLIPInferenceCheckpoint``). It is read with
+    ``torch.load(weights_only=True)``; the one fairchem class it names is allow-listed as a local stand-in
+    dataclass, so fairchem is never imported and nothing else can be unpickled;
+  * a state dict (``.safetensors`` or ``.pt``) with fairchem key names plus a JSON file holding
+    ``backbone_kwargs`` and ``heads`` (the layout of the reference fixtures' ``*_config.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from zoo.escaip.module import EScAIPModule
+
+__all__ = ["InferenceCheckpoint", "load_inference_checkpoint", "convert_checkpoint", "convert_state_dict"]
+
+CHECKPOINT_CLASS = "fairchem.core.units.mlip_unit.api.inference.MLIPInferenceCheckpoint"
+
+
+@dataclass
+class InferenceCheckpoint:
+    """Stand-in for fairchem's ``MLIPInferenceCheckpoint`` (the same four fields)."""
+
+    model_config: dict = field(default_factory=dict)
+    model_state_dict: dict = field(default_factory=dict)
+    ema_state_dict: dict = field(default_factory=dict)
+    tasks_config: list = field(default_factory=list)
+
+
+def load_inference_checkpoint(path: str | os.PathLike) -> InferenceCheckpoint:
+    try:
+        with torch.serialization.safe_globals([(InferenceCheckpoint, CHECKPOINT_CLASS)]):
+            ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # an UnpicklingError names the global that is not allow-listed
+        raise ValueError(
+            f"{path} is not a fairchem inference checkpoint that can be read safely (weights_only=True, "
+            f"allow-listing only {CHECKPOINT_CLASS}): {err}"
+        ) from None
+    if not isinstance(ckpt, InferenceCheckpoint):
+        raise ValueError(f"{path} holds a {type(ckpt).__name__}, not a fairchem MLIPInferenceCheckpoint")
+    return ckpt
+
+
+def _strip_module_prefix(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """AveragedModel state -> plain keys (drop ``n_averaged`` and every leading ``module.``)."""
+    out = {}
+    for key, value in state.items():
+        if key == "n_averaged":
+            continue
+        while key.startswith("module."):
+            key = key[len("module."):]
+        out[key] = value
+    return out
+
+
+def _task_scaling(tasks: list[dict[str, Any]], dataset: str | None, max_num_elements: int) -> dict[str, Any]:
+    """Normaliser constants and element references of the energy/forces/stress tasks of one dataset."""
+    if dataset is None:
+        names = sorted({d for t in tasks for d in t.get("datasets", [])})
+        if len(names) > 1:
+            raise ValueError(f"the checkpoint has tasks for several datasets {names}; choose one with --dataset")
+        dataset = names[0] if names else None
+    chosen = {}
+    for task in tasks:
+        if dataset is not None and dataset not in task.get("datasets", [dataset]):
+            continue
+        prop = task.get("property")
+        if prop in chosen:
+            raise ValueError(f"two {prop} tasks for dataset {dataset!r}; the checkpoint is ambiguous")
+        chosen[prop] = task
+    out: dict[str, Any] = {}
+    for prop, task in chosen.items():
+        norm = task.get("normalizer") or {}
+        mean, rmsd = float(norm.get("mean", 0.0)), float(norm.get("rmsd", 1.0))
+        if prop == "energy":
+            out["energy_mean"], out["energy_rmsd"] = mean, rmsd
+            refs_cfg = task.get("element_references")
+            if refs_cfg:
+                refs = refs_cfg.get("element_references", refs_cfg)
+                refs = refs.get("_args_", [refs])[0] if isinstance(refs, dict) else refs
+                refs = np.asarray(torch.as_tensor(refs), dtype=np.float64).ravel()
+                vec = np.zeros(max_num_elements)
+                n = min(len(refs), max_num_elements)
+                if np.any(refs[n:]):
+                    raise ValueError(f"element references cover Z up to {len(refs) - 1}, beyond the model's elements")
+                vec[:n] = refs[:n]
+                out["element_references"] = vec
+        elif prop in ("forces", "stress"):
+            if mean != 0.0:
+                raise ValueError(f"a {prop} normaliser with a non-zero mean ({mean}) is not supported")
+            out[f"{prop}_rmsd"] = rmsd
+    return out
+
+
+def _build(backbone: dict[str, Any], heads: dict[str, Any], state: dict[str, torch.Tensor],
+           scaling: dict[str, Any]) -> EScAIPModule:
+    backbone = {k: v for k, v in backbone.items() if k != "model"}
+    heads = {name: {k: v for k, v in spec.items()} for name, spec in heads.items()}
+    with torch.device("meta"):
+        module = EScAIPModule(backbone=backbone, heads=heads)
+    weights = {f"model.{k}": v.float() if v.is_floating_point() else v for k, v in state.items()}
+    # the scaling buffers are ours (float64): start from the defaults, then apply the checkpoint's tasks
+    for name, buf in module.scaling.named_buffers():
+        weights[f"scaling.{name}"] = torch.zeros_like(buf, device="cpu")
+    for name in ("energy_rmsd", "forces_rmsd", "stress_rmsd"):
+        weights[f"scaling.{name}"].fill_(1.0)
+    weights["scaling.supported_elements"].fill_(True)
+    try:
+        module.load_weights_(weights)
+    except RuntimeError as err:
+        raise ValueError(f"the state dict does not match its config: {err}") from None
+    module.scaling.set_(**scaling)
+    return module
+
+
+def convert_checkpoint(src: str | os.PathLike, out_dir: str | os.PathLike, *, use_ema: bool = False,
+                       dataset: str | None = None) -> EScAIPModule:
+    """fairchem inference checkpoint -> zoo repo folder; normaliser and element references applied."""
+    ckpt = load_inference_checkpoint(src)
+    config = ckpt.model_config
+    if "backbone" not in config or "heads" not in config:
+        raise ValueError(f"{src}: model_config lacks 'backbone' or 'heads'")
+    backbone = dict(config["backbone"])
+    model_name = str(backbone.get("model", ""))
+    if "escaip" not in model_name.lower():
+        raise ValueError(f"{src} holds a {model_name or 'non-EScAIP'} backbone, not EScAIP")
+    state = _strip_module_prefix(ckpt.ema_state_dict) if use_ema else dict(ckpt.model_state_dict)
+    if not state:
+        raise ValueError(f"{src} has no {'EMA ' if use_ema else ''}state dict")
+    max_el = int(backbone.get("max_num_elements", 110))
+    module = _build(backbone, config["heads"], state, _task_scaling(ckpt.tasks_config, dataset, max_el))
+    module.save_pretrained(out_dir)
+    return module
+
+
+def convert_state_dict(src: str | os.PathLike, config_path: str | os.PathLike,
+                       out_dir: str | os.PathLike) -> EScAIPModule:
+    """State dict with fairchem key names + JSON {backbone_kwargs, heads} -> zoo repo folder."""
+    config = json.loads(Path(config_path).read_text())
+    if "backbone_kwargs" not in config or "heads" not in config:
+        raise ValueError(f"{config_path} must hold 'backbone_kwargs' and 'heads' (as fairchem's *_config.json)")
+    src = Path(src)
+    if src.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        state = load_file(str(src))
+    else:
+        state = torch.load(src, map_location="cpu", weights_only=True)
+        state = state.get("state_dict", state) if isinstance(state, dict) else state
+        if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+            raise ValueError(f"{src} is not a flat state dict of tensors")
+    module = _build(config["backbone_kwargs"], config["heads"], _strip_module_prefix(state), {})
+    module.save_pretrained(out_dir)
+    return module

@@ -1,0 +1,258 @@
+"""Atomistic data for EScAIP: ASE databases / extxyz files in, batches balanced by atom count out."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import BatchSampler, DataLoader, Dataset, SequentialSampler
+
+__all__ = [
+    "atoms_to_sample",
+    "collate_atoms",
+    "atoms_to_batch",
+    "read_structures",
+    "AtomsDataset",
+    "AtomCountBatchSampler",
+    "EScAIPDataModule",
+    "fit_target_scaling",
+]
+
+Sample = dict[str, Any]
+
+
+# ----------------------------------------------------------------------------- structures <-> samples
+def atoms_to_sample(atoms, *, require_labels: bool = True) -> Sample:
+    """An ``ase.Atoms`` with energy/forces (and optionally stress) -> plain numpy sample."""
+    from ase.stress import voigt_6_to_full_3x3_stress
+
+    calc_results = getattr(atoms.calc, "results", {}) if atoms.calc is not None else {}
+    energy = calc_results.get("energy", atoms.info.get("energy"))
+    forces = calc_results.get("forces", atoms.arrays.get("forces"))
+    stress = calc_results.get("stress", atoms.info.get("stress"))
+    if require_labels and (energy is None or forces is None):
+        raise ValueError(
+            f"structure {atoms.get_chemical_formula()} has no energy/forces labels; write them with "
+            "ase.io.write (extxyz keeps a SinglePointCalculator's results) or put them in atoms.info['energy'] "
+            "and atoms.arrays['forces']"
+        )
+    n = len(atoms)
+    if stress is not None:
+        stress = np.asarray(stress, dtype=np.float64)
+        stress = voigt_6_to_full_3x3_stress(stress) if stress.shape == (6,) else stress.reshape(3, 3)
+    return {
+        "atomic_numbers": np.asarray(atoms.numbers, dtype=np.int64),
+        "pos": np.asarray(atoms.positions, dtype=np.float64),
+        "cell": np.asarray(atoms.cell.array, dtype=np.float64),
+        "pbc": np.asarray(atoms.pbc, dtype=bool),
+        "energy": float(energy) if energy is not None else 0.0,
+        "forces": np.asarray(forces, dtype=np.float64) if forces is not None else np.zeros((n, 3)),
+        "stress": stress if stress is not None else np.zeros((3, 3)),
+        "has_stress": stress is not None,
+    }
+
+
+def collate_atoms(samples: Sequence[Sample]) -> dict[str, torch.Tensor]:
+    """Concatenate atoms of several systems: pos (N, 3), cell (G, 3, 3), natoms (G,), ..."""
+    cat = lambda key: torch.from_numpy(np.concatenate([s[key] for s in samples]))  # noqa: E731
+    stack = lambda key: torch.from_numpy(np.stack([np.asarray(s[key]) for s in samples]))  # noqa: E731
+    return {
+        "atomic_numbers": cat("atomic_numbers"),
+        "pos": cat("pos"),
+        "forces": cat("forces"),
+        "cell": stack("cell"),
+        "pbc": stack("pbc"),
+        "stress": stack("stress"),
+        "energy": torch.tensor([s["energy"] for s in samples], dtype=torch.float64),
+        "has_stress": torch.tensor([s["has_stress"] for s in samples], dtype=torch.bool),
+        "natoms": torch.tensor([len(s["atomic_numbers"]) for s in samples], dtype=torch.long),
+    }
+
+
+def atoms_to_batch(atoms_list, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+    """Unlabelled ``ase.Atoms`` -> an inference batch."""
+    batch = collate_atoms([atoms_to_sample(a, require_labels=False) for a in atoms_list])
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+def read_structures(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Sample]:
+    """Read every frame of extxyz files and ASE databases (anything ``ase.io.read`` knows)."""
+    import ase.io
+
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    samples: list[Sample] = []
+    for path in paths:
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{path} does not exist; make data with `zoo escaip make-data`")
+        frames = ase.io.read(str(path), index=":")
+        samples.extend(atoms_to_sample(a) for a in frames)
+    if not samples:
+        raise ValueError(f"no structures in {list(map(str, paths))}")
+    return samples
+
+
+class AtomsDataset(Dataset):
+    def __init__(self, samples: list[Sample]):
+        self.samples = samples
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, i: int) -> Sample:
+        return self.samples[i]
+
+    @property
+    def atom_counts(self) -> list[int]:
+        return [len(s["atomic_numbers"]) for s in self.samples]
+
+
+# ----------------------------------------------------------------------------- batching
+class AtomCountBatchSampler(BatchSampler):
+    """Batches holding at most ``max_atoms`` atoms each (a larger structure gets a batch of its own).
+
+    When Lightning injects a ``DistributedSampler`` (DDP), its ``num_replicas`` and ``rank`` are used to
+    deal out whole batches of one global packing, padded to a multiple of the world size, so every rank sees
+    the same number of batches.
+    """
+
+    def __init__(self, sampler, atom_counts: Sequence[int], max_atoms: int, shuffle: bool = True, seed: int = 0,
+                 drop_last: bool = False):
+        if max_atoms < 1:
+            raise ValueError(f"max_atoms must be positive, got {max_atoms}")
+        super().__init__(sampler, batch_size=1, drop_last=drop_last)
+        self.atom_counts = list(atom_counts)
+        self.max_atoms = max_atoms
+        self.shuffle = shuffle
+        self.seed = seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def _batches(self) -> list[list[int]]:
+        n = len(self.atom_counts)
+        if self.shuffle:
+            order = torch.randperm(n, generator=torch.Generator().manual_seed(self.seed + self.epoch)).tolist()
+        else:
+            order = list(range(n))
+        batches, current, size = [], [], 0
+        for i in order:
+            if current and size + self.atom_counts[i] > self.max_atoms:
+                batches.append(current)
+                current, size = [], 0
+            current.append(i)
+            size += self.atom_counts[i]
+        if current:
+            batches.append(current)
+        world = getattr(self.sampler, "num_replicas", 1)
+        rank = getattr(self.sampler, "rank", 0)
+        if world > 1:
+            if self.drop_last:
+                batches = batches[: len(batches) - len(batches) % world]
+            else:
+                batches += batches[: (-len(batches)) % world]
+            batches = batches[rank::world]
+        return batches
+
+    def __iter__(self):
+        yield from self._batches()
+
+    def __len__(self) -> int:
+        return len(self._batches())
+
+
+# ----------------------------------------------------------------------------- normalisation
+def fit_target_scaling(samples: Sequence[Sample], max_num_elements: int) -> dict[str, Any]:
+    """Per-element linear energy references (least squares) and the normaliser, in float64.
+
+    As fairchem's OC20/MPtrj setups: one rmsd (the RMS force component) scales energy, forces and stress, so
+    gradient forces stay consistent; the energy mean is that of the referenced energies.
+    """
+    if isinstance(samples, Dataset) and hasattr(samples, "samples"):
+        samples = samples.samples
+    samples = list(samples)
+    if not samples:
+        raise ValueError("cannot fit element references on an empty training set")
+    counts = np.zeros((len(samples), max_num_elements))
+    for row, s in enumerate(samples):
+        z = s["atomic_numbers"]
+        if z.max() >= max_num_elements:
+            raise ValueError(f"atomic number {int(z.max())} is beyond the model's max_num_elements={max_num_elements}")
+        np.add.at(counts[row], z, 1.0)
+    energies = np.array([s["energy"] for s in samples], dtype=np.float64)
+    present = counts.sum(0) > 0
+    refs = np.zeros(max_num_elements)
+    refs[present] = np.linalg.lstsq(counts[:, present], energies, rcond=None)[0]
+    residual = energies - counts @ refs
+    forces = np.concatenate([s["forces"].ravel() for s in samples])
+    rmsd = float(np.sqrt(np.mean(forces**2))) if forces.size and np.any(forces) else 0.0
+    if rmsd <= 0:
+        natoms = counts.sum(1)
+        rmsd = float(np.std(residual / natoms)) or 1.0
+    return {
+        "element_references": refs,
+        "energy_mean": float(residual.mean()),
+        "energy_rmsd": rmsd,
+        "forces_rmsd": rmsd,
+        "stress_rmsd": rmsd,
+        "supported_elements": present,
+    }
+
+
+# ----------------------------------------------------------------------------- datamodule
+class EScAIPDataModule(L.LightningDataModule):
+    """Structures from extxyz files / ASE databases, batched by atom count.
+
+    ``train`` and ``val`` are paths (or lists of paths). Without ``val``, a seeded ``val_fraction`` of the
+    training structures is held out.
+    """
+
+    def __init__(
+        self,
+        train: str | list[str],
+        val: str | list[str] | None = None,
+        val_fraction: float = 0.1,
+        max_atoms_per_batch: int = 256,
+        num_workers: int = 0,
+        seed: int = 0,
+    ):
+        super().__init__()
+        self.save_hyperparameters()
+        self.train_set: AtomsDataset | None = None
+        self.val_set: AtomsDataset | None = None
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        h = self.hparams
+        samples = read_structures(h.train)
+        if h.val is not None:
+            self.train_set, self.val_set = AtomsDataset(samples), AtomsDataset(read_structures(h.val))
+            return
+        order = np.random.default_rng(h.seed).permutation(len(samples))
+        n_val = int(round(h.val_fraction * len(samples)))
+        if h.val_fraction > 0 and n_val == 0 and len(samples) > 1:
+            n_val = 1
+        self.val_set = AtomsDataset([samples[i] for i in order[:n_val]])
+        self.train_set = AtomsDataset([samples[i] for i in order[n_val:]])
+        if not len(self.train_set):
+            raise ValueError("no training structures left after the validation split; lower val_fraction")
+
+    def _loader(self, dataset: AtomsDataset, shuffle: bool) -> DataLoader:
+        sampler = AtomCountBatchSampler(
+            SequentialSampler(dataset), dataset.atom_counts, self.hparams.max_atoms_per_batch,
+            shuffle=shuffle, seed=self.hparams.seed,
+        )
+        return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate_atoms,
+                          num_workers=self.hparams.num_workers, persistent_workers=self.hparams.num_workers > 0)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self.train_set, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader | list:
+        return self._loader(self.val_set, shuffle=False) if self.val_set is not None and len(self.val_set) else []

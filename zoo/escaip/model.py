@@ -1,0 +1,621 @@
+"""EScAIP (fairchem "V2"): attention over each atom's neighbour slots, as plain ``nn.Module``s.
+
+Module and parameter names follow fairchem's ``EScAIPBackbone`` and heads, so a state dict with official key
+names (``backbone.*``, ``output_heads.<head>.*``) loads as is. Two residual streams run through the blocks:
+node (N, H) and edge (N, K, H), where K is the number of neighbour slots of every atom (slot 0 = self-loop).
+
+Everything EScAIP takes from spherical harmonics depends only on sum_m Y_lm(a) Y_lm(b) = (2l+1) P_l(a.b),
+so the frequency embedding and the bond-orientational order are computed with Legendre polynomials of the
+cosines between slot directions; unlike the official code, this runs in float64 too.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+from zoo.escaip.graph import GraphConfig, NeighborGraph, batch_index, build_graph, safe_norm
+
+__all__ = ["EScAIPConfig", "EScAIP", "EScAIPBackbone", "HEAD_TYPES", "head_type", "CONFIGS"]
+
+
+# ============================================================================= config
+@dataclass
+class EScAIPConfig:
+    """Every ``EScAIPBackbone`` argument under its fairchem name (including the ``freequency_list`` spelling)."""
+
+    regress_forces: bool = True
+    direct_forces: bool = True
+    hidden_size: int = 512
+    num_layers: int = 10
+    activation: str = "gelu"
+    regress_stress: bool = False
+    use_compile: bool = True  # no effect here (the official code compiles for static shapes)
+    use_padding: bool = True  # no effect here (padding to max_atoms does not change results)
+    use_fp16_backbone: bool = False
+    dataset_list: list = field(default_factory=list)
+    # graph
+    use_pbc: bool = True
+    max_num_elements: int = 110
+    max_atoms: int = 500  # only sizes the official padding
+    max_batch_size: int = 64  # only sizes the official padding
+    max_radius: float = 6.0
+    knn_k: int = 30
+    knn_soft: bool = True
+    knn_sigmoid_scale: float = 0.2
+    knn_lse_scale: float = 0.1
+    knn_use_low_mem: bool = True
+    knn_pad_size: int = 45
+    distance_function: str = "gaussian"
+    use_envelope: bool = True
+    # gnn
+    atten_name: str = "memory_efficient"  # attention kernel choice; all give the same math
+    atten_num_heads: int = 8
+    atom_embedding_size: int = 128
+    node_direction_embedding_size: int = 64
+    node_direction_expansion_size: int = 10
+    edge_distance_expansion_size: int = 600
+    edge_distance_embedding_size: int = 512
+    readout_hidden_layer_multiplier: int = 2
+    output_hidden_layer_multiplier: int = 2
+    ffn_hidden_layer_multiplier: int = 2
+    use_angle_embedding: str = "none"
+    angle_expansion_size: int = 10
+    angle_embedding_size: int = 8
+    use_graph_attention: bool = False
+    use_message_gate: bool = False
+    use_global_readout: bool = False
+    use_frequency_embedding: bool = True
+    freequency_list: list = field(default_factory=lambda: [20, 10, 4, 10, 20])
+    energy_reduce: str = "sum"
+    # reg
+    normalization: str = "rmsnorm"
+    mlp_dropout: float = 0.0
+    atten_dropout: float = 0.0
+    stochastic_depth_prob: float = 0.0
+    node_ffn_dropout: float = 0.0
+    edge_ffn_dropout: float = 0.0
+    scalar_output_dropout: float = 0.0
+    vector_output_dropout: float = 0.0
+    # zoo: how candidate pairs are found ("cell_list": linear; "all_pairs": the official quadratic search)
+    neighbor_search: str = "cell_list"
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.hidden_size % self.atten_num_heads:
+            problems.append(f"hidden_size {self.hidden_size} is not divisible by atten_num_heads {self.atten_num_heads}")
+        if self.use_frequency_embedding and sum(self.freequency_list) != self.head_dim:
+            problems.append(
+                f"freequency_list {self.freequency_list} sums to {sum(self.freequency_list)}, "
+                f"but it must sum to the head dim hidden_size/atten_num_heads = {self.head_dim}"
+            )
+        if self.activation not in _ACTIVATIONS:
+            problems.append(f"activation {self.activation!r} is not one of {sorted(_ACTIVATIONS)}")
+        if self.normalization not in ("rmsnorm", "layernorm", "skip"):
+            problems.append(f"normalization {self.normalization!r} is not rmsnorm, layernorm or skip")
+        if self.distance_function not in ("gaussian", "sigmoid"):
+            problems.append(
+                f"distance_function {self.distance_function!r} is not supported: use gaussian or sigmoid "
+                "(the official linearsigmoid and silu variants do not run)"
+            )
+        if self.energy_reduce not in ("sum", "mean"):
+            problems.append(f"energy_reduce must be sum or mean, got {self.energy_reduce!r}")
+        rare = {
+            "use_angle_embedding": self.use_angle_embedding != "none",
+            "use_graph_attention": self.use_graph_attention,
+            "use_message_gate": self.use_message_gate,
+            "use_global_readout": self.use_global_readout,
+        }
+        for name, on in rare.items():
+            if on:
+                problems.append(f"{name} is not supported (every released EScAIP config leaves it off)")
+        drops = ("mlp_dropout", "atten_dropout", "stochastic_depth_prob", "node_ffn_dropout", "edge_ffn_dropout",
+                 "scalar_output_dropout", "vector_output_dropout")
+        for name in drops:
+            if getattr(self, name):
+                problems.append(f"{name}={getattr(self, name)} is not supported (the released configs use 0)")
+        if problems:
+            raise ValueError("invalid EScAIP config: " + "; ".join(problems))
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.atten_num_heads
+
+    @property
+    def gradient_forces(self) -> bool:
+        return self.regress_forces and not self.direct_forces
+
+    @property
+    def graph(self) -> GraphConfig:
+        return GraphConfig(
+            max_radius=self.max_radius, knn_k=self.knn_k, knn_pad_size=self.knn_pad_size, knn_soft=self.knn_soft,
+            knn_sigmoid_scale=self.knn_sigmoid_scale, knn_lse_scale=self.knn_lse_scale,
+            knn_use_low_mem=self.knn_use_low_mem, use_pbc=self.use_pbc, neighbor_search=self.neighbor_search,
+        )
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "EScAIPConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown EScAIP backbone options {unknown}; known options: {sorted(known)}")
+        return cls(**d)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# the authors' sizes (fairchem configs/escaip/training/backbone), run-level k=30, pad 45, rc 6, and small CPU ones
+_PRODUCTION = dict(max_num_elements=110, max_radius=6.0, knn_k=30, knn_pad_size=45, knn_soft=True,
+                   knn_sigmoid_scale=0.2, knn_lse_scale=0.1, knn_use_low_mem=True)
+CONFIGS: dict[str, dict[str, Any]] = {
+    "H512L10": dict(_PRODUCTION, hidden_size=512, num_layers=10, atten_num_heads=8),
+    "H1024L8": dict(_PRODUCTION, hidden_size=1024, num_layers=8, atten_num_heads=16),
+    "H640L6": dict(_PRODUCTION, hidden_size=640, num_layers=6, atten_num_heads=10),
+    "small": dict(_PRODUCTION, hidden_size=128, num_layers=4, atten_num_heads=8, freequency_list=[4, 4, 4, 2, 2],
+                  atom_embedding_size=64, node_direction_embedding_size=32, edge_distance_expansion_size=128,
+                  edge_distance_embedding_size=128, knn_k=20, knn_pad_size=32, max_radius=5.0),
+    "tiny": dict(_PRODUCTION, hidden_size=32, num_layers=2, atten_num_heads=2, freequency_list=[4, 4, 4, 2, 2],
+                 atom_embedding_size=8, node_direction_embedding_size=8, node_direction_expansion_size=4,
+                 edge_distance_expansion_size=16, edge_distance_embedding_size=16, knn_k=10, knn_pad_size=20,
+                 max_radius=4.5),
+}
+
+# ============================================================================= layer primitives
+class SquaredReLU(nn.Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return F.relu(x).square()
+
+
+_ACTIVATIONS = {
+    "gelu": nn.GELU,  # exact erf form
+    "relu": nn.ReLU,
+    "leaky_relu": nn.LeakyReLU,
+    "squared_relu": SquaredReLU,
+}
+
+
+def make_norm(kind: str, size: int) -> nn.Module:
+    if kind == "rmsnorm":
+        return nn.RMSNorm(size)  # eps=None: the machine epsilon of the input dtype, as fairchem
+    if kind == "layernorm":
+        return nn.LayerNorm(size)
+    return nn.Identity()
+
+
+def lin(n_in: int, n_out: int, activation: str | None) -> nn.Sequential:
+    """Linear (+ activation): state-dict suffix ``.0.weight/.0.bias``."""
+    layers: list[nn.Module] = [nn.Linear(n_in, n_out)]
+    if activation is not None:
+        layers.append(_ACTIVATIONS[activation]())
+    return nn.Sequential(*layers)
+
+
+def mlp(size: int, multiplier: int, activation: str) -> nn.Sequential:
+    """lin(H -> mH, act) then lin(mH -> H); a single lin(H -> H, act) when the multiplier is 0."""
+    if multiplier == 0:
+        return lin(size, size, activation)
+    return nn.Sequential(lin(size, multiplier * size, activation), lin(multiplier * size, size, None))
+
+
+# ============================================================================= geometric inputs
+@dataclass
+class Geometry:
+    """Parameter-free network inputs, computed once per forward pass from the graph."""
+
+    graph: NeighborGraph
+    atomic_numbers: Tensor  # (N,)
+    unit: Tensor  # (N, K, 3) centre -> neighbour unit vectors, 0 for the self-loop and padding
+    rbf: Tensor  # (N, K, n_rbf) distance expansion
+    boo: Tensor  # (N, Lb+1) bond-orientational order of each atom
+    legendre: list[Tensor] | None  # per l, (N, 1, K, K) P_l(u_a . u_b), 0 for l>0 where a direction is zero
+    attn_bias: Tensor  # (N, 1, 1, K) additive key bias from the envelope
+
+
+def legendre_series(cos: Tensor, nonzero: Tensor, lmax: int) -> list[Tensor]:
+    """[P_0 .. P_lmax](cos) by Bonnet's recursion; terms with l > 0 vanish where a direction is zero."""
+    out = [torch.ones_like(cos)]
+    if lmax >= 1:
+        out.append(cos)
+    for l in range(1, lmax):
+        out.append(((2 * l + 1) * cos * out[l] - l * out[l - 1]) / (l + 1))
+    return [out[0]] + [p * nonzero for p in out[1:]]
+
+
+def bond_orientational_order(cos: Tensor, nonzero: Tensor, mask: Tensor, lmax: int) -> Tensor:
+    """(N, lmax+1): sqrt(max(|mean over slots of Y_l(u)/sqrt(2l+1)|^2, 1e-6)), the self-loop included."""
+    pair_mask = (mask[:, :, None] & mask[:, None, :]).to(cos.dtype)  # (N, K, K)
+    count = mask.sum(1).to(cos.dtype)  # (N,)
+    # sum_m mean_m^2 = (1/n^2) sum_{a,b} P_l(u_a . u_b); recursion keeps two (N, K, K) terms alive
+    values, p_prev, p = [torch.ones_like(count)], torch.ones_like(cos), cos
+    for l in range(1, lmax + 1):
+        if l > 1:
+            p_prev, p = p, ((2 * l - 1) * cos * p - (l - 1) * p_prev) / l
+        values.append((p * nonzero * pair_mask).sum((1, 2)) / count**2)
+    return torch.stack(values, 1).clamp_min(1e-6).sqrt()
+
+
+def distance_expansion(dist: Tensor, cfg: EScAIPConfig) -> Tensor:
+    """(N, K) -> (N, K, n_rbf) on offsets linspace(0, rc, n)."""
+    n = cfg.edge_distance_expansion_size
+    offsets = torch.linspace(0, cfg.max_radius, n, dtype=dist.dtype, device=dist.device)
+    delta = cfg.max_radius / (n - 1)
+    x = dist[..., None] - offsets
+    if cfg.distance_function == "gaussian":
+        return torch.exp(-0.5 * x.square() / (2.0 * delta) ** 2)  # basis width 2 * delta
+    return torch.sigmoid((2.0 / delta) * x)
+
+
+def geometry(graph: NeighborGraph, atomic_numbers: Tensor, cfg: EScAIPConfig) -> Geometry:
+    dist = safe_norm(graph.disp)  # (N, K)
+    nonzero_dir = dist > 0
+    unit = graph.disp / torch.where(nonzero_dir, dist, torch.ones_like(dist))[..., None]
+    cos = unit @ unit.transpose(1, 2)  # (N, K, K)
+    nonzero = (nonzero_dir[:, :, None] & nonzero_dir[:, None, :]).to(cos.dtype)
+    boo = bond_orientational_order(cos, nonzero, graph.mask, cfg.node_direction_expansion_size - 1)
+    legendre = None
+    if cfg.use_frequency_embedding:
+        legendre = [p[:, None] for p in legendre_series(cos, nonzero, len(cfg.freequency_list) - 1)]
+    env = graph.env
+    inside = env < 1
+    if cfg.use_envelope:
+        e2 = torch.where(inside, env, torch.zeros_like(env)).square()
+        bias = torch.where(inside, -e2 / (1 - e2), torch.full_like(env, -math.inf))
+    else:
+        bias = torch.where(inside, torch.zeros_like(env), torch.full_like(env, -math.inf))
+    return Geometry(graph, atomic_numbers, unit, distance_expansion(dist, cfg), boo, legendre, bias[:, None, None, :])
+
+
+# ============================================================================= backbone blocks
+class EdgeEmbedding(nn.Module):
+    """Edge inputs of one layer: [dist R | src-dir D | src-atom A | tgt-dir D | tgt-atom A] -> lin -> norm."""
+
+    def __init__(self, cfg: EScAIPConfig):
+        super().__init__()
+        A, D, R, H = cfg.atom_embedding_size, cfg.node_direction_embedding_size, cfg.edge_distance_embedding_size, cfg.hidden_size
+        n_boo, act = cfg.node_direction_expansion_size, cfg.activation
+        self.source_atomic_embedding = nn.Embedding(cfg.max_num_elements, A)
+        self.target_atomic_embedding = nn.Embedding(cfg.max_num_elements, A)
+        self.source_direction_embedding = lin(n_boo, D, act)
+        self.target_direction_embedding = lin(n_boo, D, act)
+        self.edge_distance_embedding = lin(cfg.edge_distance_expansion_size, R, act)
+        self.edge_attr_linear = lin(R + 2 * D + 2 * A, H, act)
+        self.edge_attr_norm = make_norm(cfg.normalization, H)
+
+    def embed_edges(self, geo: Geometry) -> Tensor:
+        nbr = geo.graph.index  # (N, K)
+        z = geo.atomic_numbers
+        K = nbr.shape[1]
+        tgt_dir = self.target_direction_embedding(geo.boo)  # (N, D)
+        tgt_atom = self.target_atomic_embedding(z)  # (N, A)
+        parts = [
+            self.edge_distance_embedding(geo.rbf),  # (N, K, R)
+            self.source_direction_embedding(geo.boo)[nbr],  # (N, K, D)
+            self.source_atomic_embedding(z)[nbr],  # (N, K, A)
+            tgt_dir[:, None].expand(-1, K, -1),
+            tgt_atom[:, None].expand(-1, K, -1),
+        ]
+        return self.edge_attr_norm(self.edge_attr_linear(torch.cat(parts, -1)))  # (N, K, H)
+
+
+class InputLayer(EdgeEmbedding):
+    def __init__(self, cfg: EScAIPConfig):
+        super().__init__(cfg)
+        self.edge_ffn = mlp(cfg.hidden_size, 1, cfg.activation)
+
+    def forward(self, geo: Geometry) -> Tensor:
+        edge = self.embed_edges(geo)
+        return edge + self.edge_ffn(edge)
+
+
+class InputBlock(nn.Module):
+    def __init__(self, cfg: EScAIPConfig):
+        super().__init__()
+        self.input_layer = InputLayer(cfg)
+        self.norm_node = make_norm(cfg.normalization, cfg.hidden_size)
+        self.norm_edge = make_norm(cfg.normalization, cfg.hidden_size)
+
+    def forward(self, geo: Geometry) -> tuple[Tensor, Tensor]:
+        edge = self.input_layer(geo)  # (N, K, H)
+        return self.norm_node(edge[:, 0]), self.norm_edge(edge)  # node = the self-loop slot
+
+
+class GraphAttention(EdgeEmbedding):
+    """Message from (edge inputs, edge stream, both node states), then self-attention over each atom's slots."""
+
+    def __init__(self, cfg: EScAIPConfig):
+        super().__init__(cfg)
+        H, act = cfg.hidden_size, cfg.activation
+        self.node_hidden_linear = lin(2 * H, H, act)
+        self.edge_hidden_linear = lin(H, H, act)
+        self.message_linear = lin(3 * H, H, act)
+        self.message_norm = make_norm(cfg.normalization, H)
+        self.attn_in_proj_q = nn.Linear(H, H)
+        self.attn_in_proj_k = nn.Linear(H, H)
+        self.attn_in_proj_v = nn.Linear(H, H)
+        self.attn_out_proj = nn.Linear(H, H)
+        self.num_heads = cfg.atten_num_heads
+        self.groups = list(cfg.freequency_list) if cfg.use_frequency_embedding else None
+        if self.groups is not None:
+            expanded = sum(r * (2 * l + 1) for l, r in enumerate(self.groups))
+            self.scale = 1.0 / math.sqrt(8 * math.ceil(expanded / 8))  # SDPA scale of the padded expanded width
+        else:
+            self.scale = 1.0 / math.sqrt(cfg.head_dim)
+
+    def forward(self, node: Tensor, edge: Tensor, geo: Geometry) -> Tensor:
+        N, K, H = edge.shape
+        nbr = geo.graph.index
+        ea = self.embed_edges(geo)  # (N, K, H)
+        nh = self.node_hidden_linear(torch.cat([node[nbr], node[:, None].expand(-1, K, -1)], -1))
+        eh = self.edge_hidden_linear(edge)
+        msg = self.message_norm(self.message_linear(torch.cat([ea, eh, nh], -1)))  # (N, K, H)
+
+        def heads(x: Tensor) -> Tensor:
+            return x.view(N, K, self.num_heads, -1).transpose(1, 2)  # (N, nh, K, hd)
+
+        q, k, v = heads(self.attn_in_proj_q(msg)), heads(self.attn_in_proj_k(msg)), heads(self.attn_in_proj_v(msg))
+        if self.groups is None:
+            scores = q @ k.transpose(-1, -2)
+        else:
+            # sum_l P_l(u_a . u_b) <q_a, k_b>_{channels of group l}: the frequency embedding, in closed form
+            scores, start = 0, 0
+            for p_l, width in zip(geo.legendre, self.groups):
+                qk = q[..., start:start + width] @ k[..., start:start + width].transpose(-1, -2)
+                scores = scores + p_l * qk
+                start += width
+        scores = scores * self.scale + geo.attn_bias  # (N, nh, K, K); padded keys get -inf
+        attn = torch.softmax(scores, -1) @ v  # (N, nh, K, hd)
+        return self.attn_out_proj(attn.transpose(1, 2).reshape(N, K, H))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, cfg: EScAIPConfig, edge: bool):
+        super().__init__()
+        self.mlp_node = mlp(cfg.hidden_size, cfg.ffn_hidden_layer_multiplier, cfg.activation)
+        self.mlp_edge = mlp(cfg.hidden_size, cfg.ffn_hidden_layer_multiplier, cfg.activation) if edge else None
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, cfg: EScAIPConfig, last: bool):
+        super().__init__()
+        H = cfg.hidden_size
+        # official quirk: with gradient forces the last block has no edge FFN (its edge output is unused)
+        edge_ffn = not (last and cfg.gradient_forces)
+        self.graph_attention = GraphAttention(cfg)
+        self.feedforward = FeedForward(cfg, edge_ffn)
+        self.norm_attn_node = make_norm(cfg.normalization, H)
+        self.norm_attn_edge = make_norm(cfg.normalization, H)
+        self.norm_ffn_node = make_norm(cfg.normalization, H)
+        self.norm_ffn_edge = make_norm(cfg.normalization, H) if edge_ffn else None
+
+    def forward(self, node: Tensor, edge: Tensor, geo: Geometry) -> tuple[Tensor, Tensor]:
+        attn = self.graph_attention(self.norm_attn_node(node), self.norm_attn_edge(edge), geo)  # (N, K, H)
+        node = node + attn[:, 0]
+        edge = edge + attn
+        node = node + self.feedforward.mlp_node(self.norm_ffn_node(node))
+        if self.feedforward.mlp_edge is not None:
+            edge = edge + self.feedforward.mlp_edge(self.norm_ffn_edge(edge))
+        else:
+            edge = edge + edge  # the official identity branch
+        return node, edge
+
+
+class ReadoutLayer(nn.Module):
+    def __init__(self, cfg: EScAIPConfig):
+        super().__init__()
+        H, m, act = cfg.hidden_size, cfg.readout_hidden_layer_multiplier, cfg.activation
+        self.node_ffn = mlp(H, m, act)
+        self.pre_node_norm = make_norm(cfg.normalization, H)
+        if cfg.direct_forces:
+            self.edge_ffn = mlp(H, m, act)
+            self.pre_edge_norm = make_norm(cfg.normalization, H)
+
+    def forward(self, node: Tensor, edge: Tensor) -> tuple[Tensor, Tensor | None]:
+        node = node + self.node_ffn(self.pre_node_norm(node))
+        if not hasattr(self, "edge_ffn"):
+            return node, None
+        return node, edge + self.edge_ffn(self.pre_edge_norm(edge))
+
+
+class OutputProjection(nn.Module):
+    def __init__(self, cfg: EScAIPConfig):
+        super().__init__()
+        H, n = cfg.hidden_size, cfg.num_layers + 1
+        self.node_projection = lin(n * H, H, cfg.activation)
+        self.output_norm_node = make_norm(cfg.normalization, H)
+        if cfg.direct_forces:
+            self.edge_projection = lin(n * H, H, cfg.activation)
+            self.output_norm_edge = make_norm(cfg.normalization, H)
+
+    def forward(self, nodes: list[Tensor], edges: list[Tensor | None]) -> tuple[Tensor, Tensor | None]:
+        node = self.output_norm_node(self.node_projection(torch.cat(nodes, -1)))
+        if not hasattr(self, "edge_projection"):
+            return node, None
+        return node, self.output_norm_edge(self.edge_projection(torch.cat(edges, -1)))
+
+
+class EScAIPBackbone(nn.Module):
+    def __init__(self, cfg: EScAIPConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.input_block = InputBlock(cfg)
+        self.transformer_blocks = nn.ModuleList(
+            [TransformerBlock(cfg, last=i == cfg.num_layers - 1) for i in range(cfg.num_layers)]
+        )
+        self.readout_layers = nn.ModuleList([ReadoutLayer(cfg) for _ in range(cfg.num_layers + 1)])
+        self.output_projection = OutputProjection(cfg)
+
+    def forward(self, geo: Geometry) -> tuple[Tensor, Tensor | None]:
+        node, edge = self.input_block(geo)  # (N, H), (N, K, H)
+        readouts = [self.readout_layers[0](node, edge)]
+        for i, block in enumerate(self.transformer_blocks):
+            node, edge = block(node, edge, geo)
+            readouts.append(self.readout_layers[i + 1](node, edge))
+        return self.output_projection([r[0] for r in readouts], [r[1] for r in readouts])
+
+
+# ============================================================================= heads
+class OutputLayer(nn.Module):
+    """MLP then a bias-free Linear to 1 (scalar) or 3 (vector) outputs; no residual."""
+
+    def __init__(self, cfg: EScAIPConfig, n_out: int):
+        super().__init__()
+        self.ffn = mlp(cfg.hidden_size, cfg.output_hidden_layer_multiplier, cfg.activation)
+        self.final_output = nn.Sequential(nn.Linear(cfg.hidden_size, n_out, bias=False))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.final_output(self.ffn(x))
+
+
+def _reduce(per_atom: Tensor, batch: Tensor, n_sys: int, how: str) -> Tensor:
+    total = per_atom.new_zeros(n_sys).index_add(0, batch, per_atom)
+    if how == "mean":
+        total = total / torch.bincount(batch, minlength=n_sys).to(total.dtype)
+    return total
+
+
+class EnergyHead(nn.Module):
+    def __init__(self, cfg: EScAIPConfig, apply_norm: bool = True):
+        super().__init__()
+        self.energy_layer = OutputLayer(cfg, 1)
+        self.node_norm = make_norm(cfg.normalization, cfg.hidden_size)
+        self.apply_norm = apply_norm
+        self.reduce = cfg.energy_reduce
+
+    def energy(self, node: Tensor, batch: Tensor, n_sys: int) -> Tensor:
+        x = self.node_norm(node) if self.apply_norm else node
+        return _reduce(self.energy_layer(x).squeeze(-1), batch, n_sys, self.reduce)  # (G,)
+
+
+class DirectForceHead(nn.Module):
+    """F_i = (sum over real slots of v_slot * u_slot) * s_i: learned components times the slot direction."""
+
+    def __init__(self, cfg: EScAIPConfig):
+        super().__init__()
+        self.force_direction_layer = OutputLayer(cfg, 3)
+        self.force_magnitude_layer = OutputLayer(cfg, 1)
+        self.node_norm = make_norm(cfg.normalization, cfg.hidden_size)
+        self.edge_norm = make_norm(cfg.normalization, cfg.hidden_size)
+
+    def forces(self, node: Tensor, edge: Tensor, geo: Geometry) -> Tensor:
+        v = self.force_direction_layer(self.edge_norm(edge))  # (N, K, 3)
+        direction = (v * geo.unit * geo.graph.mask[..., None]).sum(1)  # (N, 3)
+        return direction * self.force_magnitude_layer(self.node_norm(node))  # (N, 3)
+
+
+# registry names and class paths of fairchem's heads -> our head kind
+HEAD_TYPES = {
+    "EScAIP_energy_head": "energy",
+    "EScAIPEnergyHead": "energy",
+    "EScAIP_direct_force_head": "direct_forces",
+    "EScAIPDirectForceHead": "direct_forces",
+    "EScAIP_grad_energy_force_stress_head": "gradient",
+    "EScAIPGradientEnergyForceStressHead": "gradient",
+}
+
+
+def head_type(spec: dict[str, Any]) -> str:
+    module = str(spec.get("module", ""))
+    kind = HEAD_TYPES.get(module.rsplit(".", 1)[-1])
+    if kind is None:
+        raise ValueError(f"unknown EScAIP head module {module!r}; known: {sorted(HEAD_TYPES)}")
+    return kind
+
+
+# ============================================================================= the whole model
+class EScAIP(nn.Module):
+    """fairchem's HydraModel layout: ``backbone`` + ``output_heads`` (one per configured head, sorted by name).
+
+    ``forward`` returns raw (normalised) predictions: ``energy`` (G,), ``forces`` (N, 3) when forces are
+    regressed, and ``stress`` (G, 3, 3) from autograd for gradient models (``stress=True`` or
+    ``regress_stress``), where stress = (dE/d strain) / |det cell|.
+    """
+
+    def __init__(self, backbone: dict[str, Any], heads: dict[str, dict[str, Any]]):
+        super().__init__()
+        self.cfg = EScAIPConfig.from_dict(backbone)
+        self.backbone = EScAIPBackbone(self.cfg)
+        kinds = {name: head_type(spec) for name, spec in heads.items()}
+        modules = {}
+        for name in sorted(heads):
+            kind = kinds[name]
+            if kind == "direct_forces":
+                modules[name] = DirectForceHead(self.cfg)
+            else:
+                modules[name] = EnergyHead(self.cfg, apply_norm=kind == "energy")
+        self.output_heads = nn.ModuleDict(modules)
+        self.head_kinds = kinds
+        values = sorted(kinds.values())
+        gradient = "gradient" in values
+        if gradient and (not self.cfg.gradient_forces or len(values) != 1):
+            raise ValueError(
+                "a gradient energy/force/stress head needs direct_forces=False, regress_forces=True and no other head"
+            )
+        if not gradient:
+            if values.count("energy") != 1:
+                raise ValueError(f"a direct EScAIP model needs exactly one energy head, got heads {kinds}")
+            if self.cfg.regress_forces != ("direct_forces" in values) or values.count("direct_forces") > 1:
+                raise ValueError(
+                    f"heads {kinds} do not match the backbone: regress_forces={self.cfg.regress_forces}, "
+                    f"direct_forces={self.cfg.direct_forces} needs {'one' if self.cfg.regress_forces else 'no'} "
+                    "direct force head"
+                )
+        self.gradient = gradient
+
+    def _head(self, kind: str) -> nn.Module:
+        return next(self.output_heads[n] for n, k in self.head_kinds.items() if k == kind)
+
+    def forward(
+        self,
+        pos: Tensor,
+        atomic_numbers: Tensor,
+        cell: Tensor,
+        pbc: Tensor,
+        natoms: Tensor,
+        *,
+        stress: bool | None = None,
+        create_graph: bool = False,
+    ) -> dict[str, Tensor]:
+        dtype = next(self.parameters()).dtype
+        pos, cell = pos.to(dtype), cell.to(dtype)
+        batch = batch_index(natoms)
+        n_sys = len(natoms)
+        if not self.gradient:
+            graph = build_graph(pos, cell, pbc, natoms, self.cfg.graph)
+            geo = geometry(graph, atomic_numbers, self.cfg)
+            node, edge = self.backbone(geo)
+            out = {"energy": self._head("energy").energy(node, batch, n_sys)}
+            if self.cfg.regress_forces:
+                out["forces"] = self._head("direct_forces").forces(node, edge, geo)
+            return out
+
+        want_stress = self.cfg.regress_stress if stress is None else stress
+        with torch.inference_mode(False), torch.enable_grad():
+            pos = pos.clone().requires_grad_(True)
+            cell = cell.clone()
+            inputs = [pos]
+            if want_stress:
+                # strain both positions and cell by a symmetric per-system displacement gradient at zero
+                strain = torch.zeros(n_sys, 3, 3, dtype=dtype, device=pos.device, requires_grad=True)
+                sym = 0.5 * (strain + strain.transpose(1, 2))
+                pos_in = pos + torch.einsum("na,nab->nb", pos, sym[batch])
+                cell_in = cell + cell @ sym
+                inputs.append(strain)
+            else:
+                pos_in, cell_in = pos, cell
+            graph = build_graph(pos_in, cell_in, pbc, natoms, self.cfg.graph)
+            geo = geometry(graph, atomic_numbers, self.cfg)
+            node, _ = self.backbone(geo)
+            energy = self._head("gradient").energy(node, batch, n_sys)
+            grads = torch.autograd.grad(energy.sum(), inputs, create_graph=create_graph or self.training)
+        out = {"energy": energy, "forces": -grads[0]}
+        if want_stress:
+            volume = torch.linalg.det(cell).abs()  # 0 for molecules: their stress is reported as 0
+            out["stress"] = grads[1] / torch.where(volume > 0, volume, torch.ones_like(volume))[:, None, None]
+        return out

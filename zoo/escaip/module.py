@@ -1,0 +1,339 @@
+"""``EScAIPModule``: the EScAIP potential as a LightningModule (training, metrics, EMA, physical predictions).
+
+The network predicts normalised quantities. Physical values are ``raw * rmsd + mean`` plus, for the energy,
+the per-element linear references summed over atoms (fairchem's Normalizer + ElementReferences). Those
+constants are buffers of the module, so they are fitted from the training data once and then travel with the
+weights (safetensors, Lightning checkpoints).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn as nn
+from torch import Tensor
+
+from zoo.escaip.model import CONFIGS, EScAIP, EScAIPConfig, head_type
+from zoo.module import ZooModule
+
+__all__ = ["EScAIPModule", "TargetScaling", "default_heads", "validate_inputs", "chemical_symbol"]
+
+
+def default_heads(backbone: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """fairchem's head layout for a backbone: energy + direct forces, or one gradient energy/force/stress head."""
+    cfg = EScAIPConfig.from_dict(backbone)
+    if cfg.gradient_forces:
+        return {"efs": {"module": "EScAIP_grad_energy_force_stress_head"}}
+    heads = {"energy": {"module": "EScAIP_energy_head"}}
+    if cfg.regress_forces:
+        heads["forces"] = {"module": "EScAIP_direct_force_head"}
+    return heads
+
+
+def chemical_symbol(z: int) -> str:
+    from ase.data import chemical_symbols
+
+    return chemical_symbols[z] if 0 <= z < len(chemical_symbols) else f"Z={z}"
+
+
+class TargetScaling(nn.Module):
+    """Normaliser constants and element references, kept in float64 whatever dtype the model is cast to."""
+
+    def __init__(self, max_num_elements: int):
+        super().__init__()
+        f64 = dict(dtype=torch.float64)
+        self.register_buffer("element_references", torch.zeros(max_num_elements, **f64))
+        self.register_buffer("energy_mean", torch.zeros((), **f64))
+        self.register_buffer("energy_rmsd", torch.ones((), **f64))
+        self.register_buffer("forces_rmsd", torch.ones((), **f64))
+        self.register_buffer("stress_rmsd", torch.ones((), **f64))
+        self.register_buffer("supported_elements", torch.ones(max_num_elements, dtype=torch.bool))
+        self.register_buffer("fitted", torch.zeros((), dtype=torch.bool))
+
+    def _apply(self, fn, recurse=True):
+        super()._apply(fn, recurse)
+        for name, buf in self._buffers.items():  # undo dtype casts: energies need float64 sums
+            if buf is not None and buf.is_floating_point() and buf.dtype != torch.float64:
+                self._buffers[name] = buf.to(torch.float64)
+        return self
+
+    def reference_energy(self, atomic_numbers: Tensor, batch: Tensor, n_sys: int) -> Tensor:
+        refs = self.element_references[atomic_numbers]
+        return refs.new_zeros(n_sys).index_add(0, batch, refs)  # (G,) float64
+
+    def set_(self, *, element_references=None, energy_mean=None, energy_rmsd=None, forces_rmsd=None,
+             stress_rmsd=None, supported_elements=None) -> None:
+        with torch.no_grad():
+            for name, value in dict(element_references=element_references, energy_mean=energy_mean,
+                                    energy_rmsd=energy_rmsd, forces_rmsd=forces_rmsd, stress_rmsd=stress_rmsd,
+                                    supported_elements=supported_elements).items():
+                if value is not None:
+                    buf = getattr(self, name)
+                    buf.copy_(torch.as_tensor(np.asarray(value), dtype=buf.dtype, device=buf.device))
+            self.fitted.fill_(True)
+
+
+def validate_inputs(batch: dict[str, Tensor], scaling: TargetScaling, max_num_elements: int) -> None:
+    """One clear error for inputs the potential cannot evaluate."""
+    natoms = batch["natoms"]
+    if len(natoms) == 0 or int(natoms.sum()) == 0:
+        raise ValueError("empty input: there are no atoms to evaluate")
+    if (natoms <= 0).any():
+        g = int(torch.nonzero(natoms <= 0)[0])
+        raise ValueError(f"system {g} has no atoms; remove empty systems from the batch")
+    pos, cell = batch["pos"], batch["cell"]
+    if not torch.isfinite(pos).all():
+        i = int(torch.nonzero(~torch.isfinite(pos).all(1))[0])
+        raise ValueError(f"atom {i} has a non-finite position (NaN or inf); check the structure's coordinates")
+    if not torch.isfinite(cell).all():
+        raise ValueError("the cell holds NaN or inf; give a finite 3x3 cell")
+    z = batch["atomic_numbers"]
+    bad = (z < 1) | (z >= max_num_elements)
+    if bad.any():
+        zi = int(z[bad][0])
+        raise ValueError(
+            f"atomic number {zi} is outside this model's element range 1..{max_num_elements - 1}"
+        )
+    unsupported = ~scaling.supported_elements.to(z.device)[z]
+    if unsupported.any():
+        missing = sorted({int(v) for v in z[unsupported]})
+        known = [chemical_symbol(int(v)) for v in torch.nonzero(scaling.supported_elements).flatten()]
+        raise ValueError(
+            f"element(s) {', '.join(chemical_symbol(v) for v in missing)} were not in this model's training data; "
+            f"it supports {', '.join(known)}"
+        )
+
+
+class EScAIPModule(ZooModule):
+    """EScAIP potential. ``backbone``: fairchem ``EScAIPBackbone`` kwargs (or a preset name in ``CONFIGS`` plus
+    overrides via ``backbone={"preset": "small", ...}``); ``heads``: fairchem head specs (default per backbone).
+
+    Losses (in normalised units, as fairchem): per-atom energy MAE, per-atom force L2 norm, stress MAE.
+    """
+
+    model_type = "escaip"
+    method = "escaip"
+
+    def __init__(
+        self,
+        backbone: dict[str, Any] | None = None,
+        heads: dict[str, dict[str, Any]] | None = None,
+        energy_coef: float = 1.0,
+        force_coef: float = 10.0,
+        stress_coef: float = 1.0,
+        lr: float = 4e-4,
+        weight_decay: float = 1e-3,
+        warmup_steps: int = 100,
+        min_lr_ratio: float = 0.01,
+        ema_decay: float = 0.999,
+        fit_references: bool = True,
+    ):
+        super().__init__()
+        backbone = dict(backbone or {"preset": "tiny"})
+        preset = backbone.pop("preset", None)
+        if preset is not None:
+            if preset not in CONFIGS:
+                raise ValueError(f"unknown EScAIP preset {preset!r}; choose from {sorted(CONFIGS)}")
+            backbone = {**CONFIGS[preset], **backbone}
+        backbone = EScAIPConfig.from_dict(backbone).to_dict()  # resolve every default into the saved config
+        heads = heads or default_heads(backbone)
+        self.save_hyperparameters()  # reads the resolved `backbone` and `heads` above
+        self.model = EScAIP(backbone, heads)
+        self.scaling = TargetScaling(self.model.cfg.max_num_elements)
+        self._ema: dict[str, Tensor] | None = None
+        self._backup: dict[str, Tensor] | None = None
+        self._metrics_built = False
+
+    @property
+    def cfg(self) -> EScAIPConfig:
+        return self.model.cfg
+
+    # ------------------------------------------------------------------ inference
+    def predict(self, batch: dict[str, Tensor], *, stress: bool | None = None) -> dict[str, Tensor]:
+        """Physical predictions: energy (G,) float64 in eV, forces (N, 3) eV/Å, stress (G, 3, 3) eV/Å^3."""
+        validate_inputs(batch, self.scaling, self.cfg.max_num_elements)
+        raw = self.model(batch["pos"], batch["atomic_numbers"], batch["cell"], batch["pbc"], batch["natoms"],
+                         stress=stress)
+        return self._to_physical(raw, batch)
+
+    def _to_physical(self, raw: dict[str, Tensor], batch: dict[str, Tensor]) -> dict[str, Tensor]:
+        s = self.scaling
+        natoms = batch["natoms"]
+        batch_idx = torch.repeat_interleave(torch.arange(len(natoms), device=natoms.device), natoms)
+        out = {"energy": raw["energy"].double() * s.energy_rmsd + s.energy_mean
+               + s.reference_energy(batch["atomic_numbers"], batch_idx, len(natoms))}
+        if "forces" in raw:
+            out["forces"] = raw["forces"] * s.forces_rmsd.to(raw["forces"].dtype)
+        if "stress" in raw:
+            out["stress"] = raw["stress"] * s.stress_rmsd.to(raw["stress"].dtype)
+        return out
+
+    def forward(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+        return self.predict(batch)
+
+    def as_calculator(self, **kwargs):
+        """An ASE calculator (energy, forces, and stress for gradient models on periodic cells)."""
+        from zoo.escaip.calculator import EScAIPCalculator
+
+        return EScAIPCalculator(self, **kwargs)
+
+    # ------------------------------------------------------------------ training
+    def setup(self, stage: str) -> None:
+        if stage == "fit" and self.hparams.fit_references and not bool(self.scaling.fitted):
+            datamodule = getattr(self.trainer, "datamodule", None)
+            train_set = getattr(datamodule, "train_set", None)
+            if train_set is None:
+                raise ValueError(
+                    "fit_references=True needs a datamodule with a `train_set` (zoo.escaip.data.EScAIPDataModule) "
+                    "to fit element references and normalisation; pass fit_references=False to train without"
+                )
+            from zoo.escaip.data import fit_target_scaling
+
+            self.scaling.set_(**fit_target_scaling(train_set, self.cfg.max_num_elements))
+        self._build_metrics()
+
+    def _build_metrics(self) -> None:
+        if self._metrics_built:
+            return
+        import torchmetrics
+
+        for split in ("train", "val"):
+            setattr(self, f"{split}_energy_mae", torchmetrics.MeanAbsoluteError())
+            setattr(self, f"{split}_force_mae", torchmetrics.MeanAbsoluteError())
+            setattr(self, f"{split}_force_cos", torchmetrics.CosineSimilarity(reduction="mean"))
+        self._metrics_built = True
+
+    def _normalised_targets(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+        s = self.scaling
+        natoms = batch["natoms"]
+        batch_idx = torch.repeat_interleave(torch.arange(len(natoms), device=natoms.device), natoms)
+        dtype = next(self.model.parameters()).dtype
+        ref = s.reference_energy(batch["atomic_numbers"], batch_idx, len(natoms))
+        return {
+            "energy": ((batch["energy"].double() - ref - s.energy_mean) / s.energy_rmsd).to(dtype),
+            "forces": (batch["forces"].double() / s.forces_rmsd).to(dtype),
+            "stress": (batch["stress"].double() / s.stress_rmsd).to(dtype),
+        }
+
+    def _step(self, batch: dict[str, Tensor], split: str) -> Tensor:
+        p = self.hparams
+        use_stress = p.stress_coef > 0 and bool(batch["has_stress"].any()) and self.model.gradient
+        raw = self.model(batch["pos"], batch["atomic_numbers"], batch["cell"], batch["pbc"], batch["natoms"],
+                         stress=use_stress, create_graph=split == "train")
+        target = self._normalised_targets(batch)
+        natoms = batch["natoms"]
+        loss_e = ((raw["energy"] - target["energy"]).abs() / natoms).mean()
+        loss = p.energy_coef * loss_e
+        logs = {f"{split}/loss_energy": loss_e}
+        if "forces" in raw:
+            loss_f = (raw["forces"] - target["forces"]).norm(dim=-1).mean()
+            loss = loss + p.force_coef * loss_f
+            logs[f"{split}/loss_forces"] = loss_f
+        if use_stress:
+            has = batch["has_stress"]
+            loss_s = (raw["stress"][has] - target["stress"][has]).abs().mean()
+            loss = loss + p.stress_coef * loss_s
+            logs[f"{split}/loss_stress"] = loss_s
+        logs[f"{split}/loss"] = loss
+
+        phys = self._to_physical({k: v.detach() for k, v in raw.items()}, batch)
+        n_sys = len(natoms)
+        energy_mae = getattr(self, f"{split}_energy_mae")
+        energy_mae(phys["energy"] / natoms, batch["energy"].double() / natoms)
+        logs[f"{split}/energy_mae_per_atom"] = energy_mae
+        if "forces" in phys:
+            force_mae, force_cos = getattr(self, f"{split}_force_mae"), getattr(self, f"{split}_force_cos")
+            force_mae(phys["forces"], batch["forces"].to(phys["forces"].dtype))
+            force_cos(phys["forces"], batch["forces"].to(phys["forces"].dtype))
+            logs[f"{split}/force_mae"] = force_mae
+            logs[f"{split}/force_cos"] = force_cos
+        self.log_dict(logs, batch_size=n_sys, on_step=split == "train", on_epoch=True,
+                      prog_bar=split == "val", sync_dist=split == "val")
+        return loss
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        return self._step(batch, "train")
+
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        self._step(batch, "val")
+
+    def configure_optimizers(self):
+        p = self.hparams
+        decay, no_decay = [], []
+        for name, param in self.model.named_parameters():
+            (decay if param.ndim >= 2 and "embedding" not in name else no_decay).append(param)
+        optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": p.weight_decay}, {"params": no_decay, "weight_decay": 0.0}], lr=p.lr
+        )
+        total = max(1, int(self.trainer.estimated_stepping_batches))
+        warmup = min(p.warmup_steps, max(total // 10, 1))
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, _WarmupCosine(warmup, total, p.min_lr_ratio))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+    # ------------------------------------------------------------------ EMA of weights
+    def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
+        decay = self.hparams.ema_decay
+        if not decay:
+            return
+        with torch.no_grad():
+            if self._ema is None:
+                self._ema = {n: p.detach().clone() for n, p in self.model.named_parameters()}
+                return
+            # bias-corrected warm-up (fairchem/timm style): averaging starts fast, then settles at `decay`
+            step = self.global_step
+            d = min(decay, (1 + step) / (10 + step))
+            for n, p in self.model.named_parameters():
+                self._ema[n].lerp_(p.detach(), 1 - d)
+
+    def _swap_ema(self) -> None:
+        if self._ema is None:
+            return
+        with torch.no_grad():
+            for n, p in self.model.named_parameters():
+                tmp = p.detach().clone()
+                p.copy_(self._ema[n])
+                self._ema[n] = tmp
+
+    def on_validation_epoch_start(self) -> None:
+        self._swap_ema()  # validate the averaged weights
+
+    def on_validation_epoch_end(self) -> None:
+        self._swap_ema()
+
+    def on_train_end(self) -> None:
+        # the trained model is the EMA of the weights
+        if self._ema is not None:
+            with torch.no_grad():
+                for n, p in self.model.named_parameters():
+                    p.copy_(self._ema[n])
+            self._ema = None
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        super().on_save_checkpoint(checkpoint)
+        if self._ema is not None:
+            checkpoint["escaip_ema"] = {n: t.clone() for n, t in self._ema.items()}
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        ema = checkpoint.get("escaip_ema")
+        self._ema = {n: t.clone() for n, t in ema.items()} if ema else None
+
+    def model_card_fields(self) -> dict[str, Any]:
+        fields = super().model_card_fields()
+        fields["tags"] += ["interatomic-potential", "ase"]
+        return fields
+
+
+class _WarmupCosine:
+    """Linear warm-up, then cosine decay to ``min_ratio`` (a picklable lr lambda)."""
+
+    def __init__(self, warmup: int, total: int, min_ratio: float):
+        self.warmup, self.total, self.min_ratio = warmup, total, min_ratio
+
+    def __call__(self, step: int) -> float:
+        if step < self.warmup:
+            return (step + 1) / self.warmup
+        progress = min(1.0, (step - self.warmup) / max(1, self.total - self.warmup))
+        return self.min_ratio + (1 - self.min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))

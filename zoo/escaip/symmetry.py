@@ -1,0 +1,136 @@
+"""Symmetry report: how far energies are from invariant and forces from equivariant.
+
+As the authors' ``check_model_equivariance.py``: for random rotations of four kinds (uniform random
+rotation matrices and rotations about x, y, z by a random angle), compare E(R x) with E(x) and F(R x) with
+R F(x), reporting MAE, maximum error and cosine similarity; random translations likewise. Direct-force
+models are not equivariant by design (their force head multiplies learned scalars with the Cartesian
+components of edge directions); gradient forces are.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from zoo.escaip.data import atoms_to_batch
+
+__all__ = ["default_structures", "random_rotation", "symmetry_report", "format_report"]
+
+KINDS = ("random", "x", "y", "z")
+
+
+def default_structures(supported: set[int] | None = None) -> list:
+    """Molecules (no PBC, as the authors check) and a periodic slab; only those the model can evaluate."""
+    from ase.build import add_adsorbate, fcc111, molecule
+
+    structures = [molecule(name) for name in ("CH3CH2OH", "C6H6", "H2O", "CH3COOH")]
+    slab = fcc111("Cu", (3, 3, 3), vacuum=6.0, periodic=True)
+    add_adsorbate(slab, "O", 1.2, "fcc")
+    slab.rattle(0.05, seed=0)
+    structures.append(slab)
+    if supported is not None:
+        structures = [a for a in structures if set(a.numbers.tolist()) <= supported]
+    return structures
+
+
+def random_rotation(kind: str, rng: np.random.Generator) -> np.ndarray:
+    if kind == "random":
+        q = rng.normal(size=4)
+        a, b, c, d = q / np.linalg.norm(q)
+        return np.array([
+            [a * a + b * b - c * c - d * d, 2 * (b * c - a * d), 2 * (b * d + a * c)],
+            [2 * (b * c + a * d), a * a - b * b + c * c - d * d, 2 * (c * d - a * b)],
+            [2 * (b * d - a * c), 2 * (c * d + a * b), a * a - b * b - c * c + d * d],
+        ])
+    angle = rng.uniform(0, 2 * math.pi)
+    cos, sin = math.cos(angle), math.sin(angle)
+    i, j = {"x": (1, 2), "y": (2, 0), "z": (0, 1)}[kind]
+    rot = np.eye(3)
+    rot[i, i], rot[i, j], rot[j, i], rot[j, j] = cos, -sin, sin, cos
+    return rot
+
+
+def _predict(model, atoms_list) -> tuple[np.ndarray, np.ndarray | None]:
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        out = model.predict(atoms_to_batch(atoms_list, device))
+    forces = out.get("forces")
+    return out["energy"].cpu().numpy(), None if forces is None else forces.detach().double().cpu().numpy()
+
+
+def _compare(e0, f0, e1, f1, natoms) -> dict[str, float]:
+    row = {"energy_mae": float(np.mean(np.abs(e1 - e0))),
+           "energy_max": float(np.max(np.abs(e1 - e0))),
+           "energy_max_per_atom": float(np.max(np.abs(e1 - e0) / natoms))}
+    if f0 is not None:
+        cos = np.sum(f0 * f1, 1) / np.maximum(np.linalg.norm(f0, axis=1) * np.linalg.norm(f1, axis=1), 1e-12)
+        row.update(force_mae=float(np.mean(np.abs(f1 - f0))), force_max=float(np.max(np.abs(f1 - f0))),
+                   force_cos=float(np.mean(cos)), force_scale=float(np.max(np.abs(f0))))
+    return row
+
+
+def symmetry_report(model, structures=None, *, n_rotations: int = 32, n_translations: int = 8,
+                    seed: int = 0) -> dict[str, Any]:
+    """Errors of E(R x) vs E(x) and F(R x) vs R F(x) per rotation kind, and under translations."""
+    if structures is None:
+        supported = {int(z) for z in torch.nonzero(model.scaling.supported_elements).flatten()}
+        structures = default_structures(supported)
+    if not structures:
+        raise ValueError("no test structure uses only elements this model supports; pass structures explicitly")
+    rng = np.random.default_rng(seed)
+    natoms = np.array([len(a) for a in structures])
+    e0, f0 = _predict(model, structures)
+    report: dict[str, Any] = {"structures": [a.get_chemical_formula() for a in structures],
+                              "n_rotations": n_rotations, "n_translations": n_translations, "rotation": {}}
+    for kind in KINDS:
+        rows = []
+        for _ in range(n_rotations):
+            rot = random_rotation(kind, rng)
+            moved = []
+            for a in structures:
+                b = a.copy()
+                b.positions = a.positions @ rot.T
+                b.cell = a.cell.array @ rot.T
+                moved.append(b)
+            e1, f1 = _predict(model, moved)
+            rows.append(_compare(e0, None if f0 is None else f0 @ rot.T, e1, f1, natoms))
+        report["rotation"][kind] = _summarise(rows)
+    rows = []
+    for _ in range(n_translations):
+        shift = rng.uniform(-5, 5, size=3)
+        moved = []
+        for a in structures:
+            b = a.copy()
+            b.positions = a.positions + shift
+            moved.append(b)
+        e1, f1 = _predict(model, moved)
+        rows.append(_compare(e0, f0, e1, f1, natoms))
+    report["translation"] = _summarise(rows)
+    return report
+
+
+def _summarise(rows: list[dict[str, float]]) -> dict[str, float]:
+    out = {}
+    for key in rows[0]:
+        values = [r[key] for r in rows]
+        out[key] = float(np.min(values)) if key == "force_cos" else (
+            float(np.max(values)) if key.endswith(("max", "max_per_atom", "scale")) else float(np.mean(values)))
+    return out
+
+
+def format_report(report: dict[str, Any]) -> str:
+    cols = ["energy_mae", "energy_max", "energy_max_per_atom", "force_mae", "force_max", "force_cos"]
+    present = [c for c in cols if c in report["translation"]]
+    lines = [f"structures: {', '.join(report['structures'])}",
+             f"{report['n_rotations']} rotations per kind, {report['n_translations']} translations; "
+             "energies in eV, forces in eV/Å (force_cos: the worst mean cosine)",
+             "  ".join(["transform".ljust(16)] + [c.rjust(19) for c in present])]
+    rows = [(f"rotation {k}", v) for k, v in report["rotation"].items()] + [("translation", report["translation"])]
+    for name, values in rows:
+        lines.append("  ".join([name.ljust(16)] + [f"{values[c]:19.3e}" for c in present]))
+    if "force_scale" in report["translation"]:
+        lines.append(f"largest force component: {report['translation']['force_scale']:.3g} eV/Å")
+    return "\n".join(lines)
