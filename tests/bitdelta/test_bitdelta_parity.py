@@ -104,3 +104,16 @@ def test_multitenant_batch_matches_official_and_per_tenant_models(models, delta_
         assert (out[row : row + 1] - expected).abs().max().item() <= 1e-5
     with pytest.raises(ValueError, match="use_tenants"):
         server(input_ids=ids)
+
+
+def test_unwrapped_merged_model_is_a_plain_fine_tune(models, delta_a, logits):
+    from zoo.bitdelta.model import unwrap_merged_
+
+    model = unwrap_merged_(apply_deltas_(copy.deepcopy(models["base"]), [delta_a], merged=True))
+    assert not any(isinstance(m, BitDeltaLinear) for m in model.modules())
+    assert set(model.state_dict()) == set(models["base"].state_dict())  # the HF layout again
+    with torch.no_grad():
+        out = model(input_ids=logits["input_ids"]).logits
+    assert (out - logits["logits_reconstructed"]).abs().max().item() <= 1e-5
+    with pytest.raises(ValueError, match="not merged"):
+        unwrap_merged_(apply_deltas_(copy.deepcopy(models["base"]), [delta_a], merged=False))

@@ -23,7 +23,8 @@ from torch.func import functional_call
 from zoo.bitdelta._bits import signed_matmul, unpack_signs
 from zoo.bitdelta.delta import BitDelta, linear_weight
 
-__all__ = ["BitDeltaLinear", "TenantSwitch", "apply_deltas_", "use_tenants", "delta_from_model", "compressed_layers"]
+__all__ = ["BitDeltaLinear", "TenantSwitch", "apply_deltas_", "use_tenants", "delta_from_model", "compressed_layers",
+           "unwrap_merged_"]
 
 
 # ----------------------------------------------------------------------------- tenant routing
@@ -106,13 +107,16 @@ class BitDeltaLinear(nn.Module):
         return (scale * unpack_signs(self.masks[tenant], self.in_features, torch.float32)).to(dtype)
 
     @torch.no_grad()
-    def _refresh_merged(self) -> None:
+    def refresh_merged(self) -> None:
+        """Fold a changed α (after an optimizer step) into the merged weight: W += (α_new − α_old)·S."""
         if not torch.equal(self.merged_scale, self.scales.detach()[:1]):
             change = self.scales.detach()[0] - self.merged_scale[0]
             self.weight += self._scaled_signs(0, self.weight.dtype, change)
             self.merged_scale.copy_(self.scales.detach()[:1])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, ..., in) -> (B, ..., out)
+        if self.merged:
+            self.refresh_merged()
         per_tenant_bias = self.bias is not None and self.bias.dim() == 2
         y = F.linear(x, self.weight, None if per_tenant_bias else self.bias)
         tenants = None
@@ -121,7 +125,6 @@ class BitDeltaLinear(nn.Module):
         if per_tenant_bias:
             y = y + self.bias[tenants].view(x.shape[0], *[1] * (y.dim() - 2), self.out_features)
         if self.merged:
-            self._refresh_merged()
             if self.training and self.scales.requires_grad:
                 # zero in value, but carries dL/dα = sum(dL/dy · x·Sᵀ) to the scale
                 xs = x.detach()
@@ -306,3 +309,24 @@ def delta_from_model(model: nn.Module, params: dict[str, torch.Tensor], identity
         params={k: v.detach().clone() for k, v in params.items()},
         **identity,
     )
+
+
+@torch.no_grad()
+def unwrap_merged_(model: nn.Module) -> nn.Module:
+    """Replace every merged BitDeltaLinear by a plain ``nn.Linear`` holding W_base + α·S (drops the packed bits).
+
+    The result is an ordinary fine-tuned model (e.g. for ``transformers`` ``save_pretrained``); GPT-2 ``Conv1D``
+    layers come back as equivalent ``nn.Linear`` layers. Returns ``model``.
+    """
+    for name, layer in compressed_layers(model).items():
+        if not layer.merged or layer.num_tenants != 1:
+            raise ValueError(f"{name} is not merged; load with merged=True (one tenant) before unwrapping")
+        layer.refresh_merged()
+        linear = nn.Linear(layer.in_features, layer.out_features, bias=layer.bias is not None,
+                           device="meta")
+        linear.weight = nn.Parameter(layer.weight.clone())
+        if layer.bias is not None:
+            linear.bias = nn.Parameter(layer.bias.detach().clone())
+        _set_submodule(model, name, linear)
+    return model
+

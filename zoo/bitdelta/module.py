@@ -185,6 +185,11 @@ class BitDeltaModule(ZooModule):
         self.log("train_loss", loss, prog_bar=True)
         return loss
 
+    def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
+        for layer in compressed_layers(self.model).values():  # keep merged weights in step with the new scales
+            if layer.merged:
+                layer.refresh_merged()
+
     def validation_step(self, batch, batch_idx):
         inputs = _as_inputs(batch)
         loss = causal_lm_loss(model_logits(self.model, inputs), inputs["input_ids"], inputs.get("attention_mask"))
