@@ -85,7 +85,7 @@ def load_reference_stats(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarra
 def save_reference_stats(path: str | os.PathLike, features: torch.Tensor) -> None:
     from zoo._io import atomic_path
 
-    f = features.double().cpu().numpy()
+    f = features.detach().double().cpu().numpy()
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as out:
             np.savez(out, mu=f.mean(0), sigma=np.cov(f, rowvar=False), n=np.int64(f.shape[0]))
@@ -135,10 +135,11 @@ def evaluate_fid(model, *, n: int, batch_size: int = 50, seed: int = 0, ref_stat
     else:
         real = []
         for batch in tqdm(iter_image_folder(ref_images, batch_size), desc="reference features"):
-            feats = metric.inception(batch.to(device))
+            with torch.no_grad():
+                feats = metric.inception(batch.to(device)).double()
             real.append(feats.cpu())
-            metric.real_features_sum += feats.double().sum(0)
-            metric.real_features_cov_sum += feats.double().t() @ feats.double()
+            metric.real_features_sum += feats.sum(0)
+            metric.real_features_cov_sum += feats.t() @ feats
             metric.real_features_num_samples += feats.shape[0]
         if save_ref_stats:
             save_reference_stats(save_ref_stats, torch.cat(real))

@@ -1,0 +1,51 @@
+"""The ImageNet-scale recipes name real classes with valid arguments and the paper's hyperparameters."""
+
+import inspect
+from pathlib import Path
+
+import pytest
+import yaml
+
+from zoo.registry import import_object
+
+RECIPES = Path(__file__).resolve().parents[2] / "recipes" / "rcg"
+CONFIG_CLASSES = {"encoder": "EncoderConfig", "rdm": "RDMConfig", "mage": "MAGEConfig", "vqgan": "VQGANConfig"}
+
+
+def _load_class(path: str):
+    module, _, name = path.rpartition(".")
+    return import_object(f"{module}:{name}")
+
+
+@pytest.mark.parametrize("recipe", sorted(p.name for p in RECIPES.glob("imagenet256_*.yaml")))
+def test_recipe_arguments_are_valid(recipe):
+    from zoo.rcg import model as rcg_model
+
+    config = yaml.safe_load((RECIPES / recipe).read_text())
+    for part in ("model", "data"):
+        cls = _load_class(config[part]["class_path"])
+        params = inspect.signature(cls.__init__).parameters
+        args = config[part]["init_args"]
+        assert set(args) <= set(params), (part, set(args) - set(params))
+        for key, cfg_class in CONFIG_CLASSES.items():
+            if part == "model" and isinstance(args.get(key), dict):
+                rcg_model.config_from_dict(getattr(rcg_model, cfg_class), args[key], key)  # unknown keys raise
+
+
+def test_paper_hyperparameters():
+    def args(name):
+        return yaml.safe_load((RECIPES / name).read_text())
+
+    mage_l = args("imagenet256_mage_l.yaml")
+    m = mage_l["model"]["init_args"]
+    assert (m["blr"], m["weight_decay"], m["betas"], m["warmup_epochs"]) == (1.5e-4, 0.05, [0.9, 0.95], 10)
+    assert m["mage"]["rep_drop_prob"] == 0.1 and m["mage"]["mask_ratio_mu"] == 0.75
+    assert (m["mage"]["embed_dim"], m["mage"]["depth"], m["mage"]["num_heads"]) == (1024, 24, 16)
+    t = mage_l["trainer"]
+    assert t["max_epochs"] == 200 and t["gradient_clip_val"] == 3.0
+    assert t["devices"] * t["num_nodes"] * mage_l["data"]["init_args"]["batch_size"] == 4096
+    rdm = args("imagenet256_rdm_vit_b.yaml")
+    r = rdm["model"]["init_args"]
+    assert (r["blr"], r["weight_decay"], rdm["trainer"]["max_epochs"]) == (1e-6, 0.01, 200)
+    assert rdm["trainer"]["devices"] * rdm["data"]["init_args"]["batch_size"] == 512
+    assert args("imagenet256_rdm_vit_l_classcond.yaml")["model"]["init_args"]["rdm"]["n_classes"] == 1000
