@@ -115,8 +115,15 @@ def test_recipe_reproduces_the_official_delta(tmp_path, monkeypatch, official):
     recipe = Path(__file__).resolve().parents[2] / "recipes" / "bitdelta" / "fixture-official.yaml"
     monkeypatch.chdir(recipe.parents[2])  # the recipe's paths are relative to the repo root
     out = tmp_path / "out"
-    cli = run_recipe(recipe, [f"--model.init_args.out_dir={out}", f"--trainer.default_root_dir={tmp_path}"])
+    cli = run_recipe(recipe, [f"--model.init_args.out_dir={out}", f"--trainer.default_root_dir={tmp_path}",
+                              "--trainer.enable_checkpointing=true"])
     assert cli.trainer.global_step == 10
     delta = zoo.load(out).to_delta()
     for name in delta.modules:
         assert delta.scales[name].item() == pytest.approx(official["diff"][f"{name}.coeff"].item(), rel=1e-6, abs=1e-12)
+    # the Lightning checkpoint (weights_only) publishes the same distilled delta
+    (ckpt,) = tmp_path.rglob("*.ckpt")
+    zoo.publish(str(ckpt), tmp_path / "published")
+    published = zoo.load(tmp_path / "published").to_delta()
+    assert all(torch.equal(published.scales[n], delta.scales[n]) for n in delta.modules)
+    assert all(torch.equal(published.params[k], delta.params[k]) for k in delta.params)

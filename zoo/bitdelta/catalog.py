@@ -16,10 +16,10 @@ PAPER = "https://arxiv.org/abs/2402.10193"
 _OFFICIAL = {
     "openchat-3.5": ("openchat_3.5_bitdelta", "openchat/openchat_3.5"),
     "zephyr-7b-beta": ("zephyr-7b-beta_bitdelta", "HuggingFaceH4/zephyr-7b-beta"),
-    "mistral-7b-instruct-v0.1": ("Mistral-7B-Instruct-v0.1_bitdelta", "mistralai/Mistral-7B-Instruct-v0.1"),
+    "instruct-v0.1": ("Mistral-7B-Instruct-v0.1_bitdelta", "mistralai/Mistral-7B-Instruct-v0.1"),
     "dolphin-2.2.1": ("dolphin-2.2.1-mistral-7b_bitdelta", "ehartford/dolphin-2.2.1-mistral-7b"),
     "openhermes-2": ("OpenHermes-2-Mistral-7B_bitdelta", "teknium/OpenHermes-2-Mistral-7B"),
-    "mistral-7b-openorca": ("Mistral-7B-OpenOrca_bitdelta", "Open-Orca/Mistral-7B-OpenOrca"),
+    "openorca": ("Mistral-7B-OpenOrca_bitdelta", "Open-Orca/Mistral-7B-OpenOrca"),
 }
 
 
@@ -39,7 +39,6 @@ def _entry(suffix: str, folder: str, finetune: str) -> ModelEntry:
             "224 attention/MLP projections, plus the fine-tune's embeddings, norms and lm_head in full precision "
             "(about 1.4 GB). zoo.load fetches the base from the Hugging Face Hub and applies the delta."
         ),
-        defaults={"merged": True},
     )
 
 

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 from pathlib import Path
@@ -99,13 +100,17 @@ class BitDeltaModule(ZooModule):
     ):
         super().__init__()
         self.save_hyperparameters(ignore=["model", "delta"])
-        if delta is None:  # rebuilt from hyperparameters (a Lightning checkpoint): the weights are loaded next
-            delta = self._empty_delta()
-        if model is None:
-            model = load_model(base, revision=base_revision, dtype=base_dtype)
-            delta.check_base(model)
-        model.requires_grad_(False)
-        apply_deltas_(model, [delta], merged=merged, block_size=block_size)
+        rebuild = model is None or delta is None
+        # rebuilt from hyperparameters alone (a Lightning checkpoint, even under the meta device): load the real
+        # base on the CPU and apply an empty delta; the checkpoint's tensors are assigned next
+        with torch.device("cpu") if rebuild else contextlib.nullcontext():
+            if delta is None:
+                delta = self._empty_delta()
+            if model is None:
+                model = load_model(base, revision=base_revision, dtype=base_dtype)
+                delta.check_base(model)
+            model.requires_grad_(False)
+            apply_deltas_(model, [delta], merged=merged, block_size=block_size)
         self.model = model
         self.carried = list(delta.params)
         self._identity = delta.identity()
@@ -233,18 +238,25 @@ class ScaleDistillation(ZooModule):
         if mode not in ("scales", "official"):
             raise ValueError(f"mode must be 'scales' (train α only) or 'official' (α and full-precision params), got {mode!r}")
         self.save_hyperparameters(ignore=["base_model", "finetune_model"])
-        base_m = load_model(base_model if base_model is not None else base, revision=base_revision, dtype=dtype)
-        teacher = load_model(finetune_model if finetune_model is not None else finetune, revision=finetune_revision, dtype=dtype)
-        delta = compress(base_m, teacher, select=select, exclude=exclude or (), base_name=base, base_revision=base_revision)
+        with torch.device("cpu"):  # real tensors even when a checkpoint loader builds us under the meta device
+            self._build(base_model, finetune_model)
+
+    def _build(self, base_model: nn.Module | None, finetune_model: nn.Module | None) -> None:
+        hp = self.hparams
+        base_m = load_model(base_model if base_model is not None else hp.base, revision=hp.base_revision, dtype=hp.dtype)
+        teacher = load_model(finetune_model if finetune_model is not None else hp.finetune, revision=hp.finetune_revision,
+                            dtype=hp.dtype)
+        delta = compress(base_m, teacher, select=hp.select, exclude=hp.exclude or (), base_name=hp.base,
+                         base_revision=hp.base_revision)
         compressed = {f"{n}.weight" for n in delta.shapes}
         # the base's full-precision tensors: a trained tensor is carried only where it ends up different
         self._base_tensors = {k: v.detach().clone() for k, v in base_m.state_dict().items() if k not in compressed}
         student = copy.deepcopy(base_m) if base_model is not None else base_m
         student.requires_grad_(False)
-        apply_deltas_(student, [delta], merged=False, block_size=block_size, grad_through_signs=mode != "official")
+        apply_deltas_(student, [delta], merged=False, block_size=hp.block_size, grad_through_signs=hp.mode != "official")
         for layer in compressed_layers(student).values():
             layer.scales.requires_grad_(True)
-        if mode == "official":  # the official optimizer gets every student parameter; base weights are buffers
+        if hp.mode == "official":  # the official optimizer gets every student parameter; base weights are buffers
             for p in student.parameters():
                 p.requires_grad_(True)
         self.model = student
