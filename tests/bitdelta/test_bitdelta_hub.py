@@ -135,3 +135,26 @@ def test_a_zoo_model_as_base_with_a_relative_path(tmp_path):
                 w += delta.scales[name] * torch.where(finetune.get_submodule(name).weight - w >= 0, 1.0, -1.0)
                 reconstructed.get_submodule(name).bias.copy_(finetune.get_submodule(name).bias)
             torch.testing.assert_close(approx, reconstructed(x), rtol=0, atol=1e-6)
+
+
+def test_catalog_delta_loads_its_catalog_base(tmp_path, monkeypatch):
+    """zoo.load("<delta name>") with both repos in the embedded hub: the delta names its base by catalog name."""
+    from zoo._io import sha256_file
+    from zoo.registry import FileSpec, ModelEntry, register_model
+
+    hub = tmp_path / "hub"
+    base, finetune = _toy_pair(tmp_path)
+    base.save_pretrained(hub / "bitdelta-test-toy-base")
+    delta = compress(base, finetune, select=["net.*"], base_name="bitdelta-test-toy-base", progress=False)
+    delta.save(hub / "bitdelta-test-toy-delta")
+    monkeypatch.setenv("ZOO_HUB", str(hub))
+    for name, base_name in (("bitdelta-test-toy-base", None), ("bitdelta-test-toy-delta", "bitdelta-test-toy-base")):
+        files = tuple(FileSpec(f.name, sha256_file(f), f.stat().st_size) for f in sorted((hub / name).iterdir()))
+        register_model(ModelEntry(name=name, method="bitdelta" if base_name else "toy", source="embedded", repo=name,
+                                  files=files, base_model=base_name))
+    model = zoo.load("bitdelta-test-toy-delta")
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        expected = zoo.load(tmp_path / "toy-base")
+        torch.testing.assert_close(model(x), zoo.load(hub / "bitdelta-test-toy-delta")(x), rtol=0, atol=0)
+        assert not torch.allclose(model(x), expected(x))  # the delta changed the base

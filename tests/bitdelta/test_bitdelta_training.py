@@ -96,6 +96,7 @@ def test_a_loaded_delta_trains_its_scales_and_carried_tensors(tmp_path, delta_a,
     assert all(torch.equal(reloaded.params[k], trained.params[k]) for k in trained.params)
 
 
+@pytest.mark.slow  # spawning two ranks that import transformers takes 40-90 s on a shared 2-core machine
 def test_ddp_spawn_trains_a_loaded_delta(tmp_path, delta_a):
     delta_a.save(tmp_path / "delta")
     model = zoo.load(tmp_path / "delta", merged=False)
