@@ -10,6 +10,15 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "rcg"
 TINY = {"encoder": {"num_heads": 2}, "mage": {"num_heads": 2, "decoder_num_heads": 2}}
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """The RCG test networks are tiny: one intra-op thread avoids oversubscription on the shared 2 cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def io(name: str) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 

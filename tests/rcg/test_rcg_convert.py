@@ -132,3 +132,22 @@ def test_catalog_entries():
 def test_pipeline_needs_mage_and_rdm():
     with pytest.raises(ValueError, match="kinds"):
         convert_checkpoint([FIXTURES / "vqgan_tiny" / "vqgan_tiny.ckpt", FIXTURES / "rdm_tiny" / "rdm_ckpt.pth"], TINY)
+
+
+def test_html_download_is_named(tmp_path):
+    page = tmp_path / "mage.pth"
+    page.write_text("<!DOCTYPE html><html><title>Google Drive - Virus scan warning</title></html>")
+    with pytest.raises(ValueError, match="HTML page"):
+        load_official(page)
+
+
+def test_vq_loss_is_the_legacy_form():
+    from zoo.rcg.model import VectorQuantizer
+
+    vq = VectorQuantizer(4, 2, beta=0.25)
+    z = torch.randn(1, 2, 2, 2, requires_grad=True)
+    _, loss, _ = vq(z)
+    loss.backward()
+    z_q = vq.lookup(vq.codes(z), (2, 2))
+    # d loss / d z comes from the commitment term only, with weight 1 (legacy): 2 (z - z_q) / numel
+    assert torch.allclose(z.grad, 2 * (z - z_q).detach() / z.numel(), atol=1e-6)

@@ -107,3 +107,12 @@ def test_cli_sample_writes_a_png_grid(converted, tmp_path):
     assert out.exists()
     img = Image.open(out)
     assert img.size == (2 * 32 + 3 * 2, 2 * 32 + 3 * 2)  # 2x2 grid with 2-px padding
+
+
+def test_pipeline_from_trained_stages(converted, pipeline):
+    rdm, mage = zoo.load(converted["rdm"]), zoo.load(converted["mage"])
+    assembled = RCGPipeline.from_stages(rdm, mage, sampling={"cfg": 0.5})
+    assert assembled.sampling_defaults["cfg"] == 0.5
+    reference = pipeline.state_dict()
+    assert set(assembled.state_dict()) == set(reference)
+    assert all(torch.equal(v, reference[k]) for k, v in assembled.state_dict().items())

@@ -1,4 +1,4 @@
-"""The ImageNet-scale recipes name real classes with valid arguments and the paper's hyperparameters."""
+"""The recipes (ImageNet-scale and Fashion-MNIST) name real classes with valid arguments and the paper's hyperparameters."""
 
 import inspect
 from pathlib import Path
@@ -17,7 +17,7 @@ def _load_class(path: str):
     return import_object(f"{module}:{name}")
 
 
-@pytest.mark.parametrize("recipe", sorted(p.name for p in RECIPES.glob("imagenet256_*.yaml")))
+@pytest.mark.parametrize("recipe", sorted(p.name for p in RECIPES.glob("*.yaml")))
 def test_recipe_arguments_are_valid(recipe):
     from zoo.rcg import model as rcg_model
 

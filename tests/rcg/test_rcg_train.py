@@ -113,3 +113,13 @@ def test_modules_pickle_for_ddp_spawn(converted):
         model = zoo.load(converted[name])
         clone = pickle.loads(pickle.dumps(model))
         assert set(clone.state_dict()) == set(model.state_dict())
+
+
+@pytest.mark.slow
+def test_rdm_stage_trains_with_ddp_spawn_on_two_cpu_processes(converted, image_folder):
+    model = zoo.load(converted["rdm"])
+    trainer = L.Trainer(max_steps=2, accelerator="cpu", devices=2, strategy="ddp_spawn", logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        limit_val_batches=0)
+    trainer.fit(model, datamodule=data_for(image_folder, "rdm", batch_size=2))
+    assert trainer.state.finished

@@ -2,8 +2,9 @@
 
 The official ImageNet 256x256 checkpoints are converted on first load (``zoo.rcg.convert:from_upstream``): a
 MAGE checkpoint (which contains the MoCo v3 encoder and the VQGAN) plus an RDM checkpoint. The download links are
-the ones in the official README (LTH14/rcg; Google Drive file ids, direct-download form). Their sha256 was
-never measured here, so it is pinned on first download.
+the ones in the official README (LTH14/rcg; its Google Drive file ids, in Drive's direct-download form, which
+skips the confirmation page of large files). Their sha256 was never measured here, so it is pinned on first
+download.
 """
 
 from zoo.registry import FileSpec, ModelEntry
@@ -14,7 +15,7 @@ LICENSE = "MIT (LTH14/rcg code); see the official repository for the weights"
 
 
 def _drive(file_id: str) -> str:
-    return f"https://drive.google.com/uc?export=download&id={file_id}"
+    return f"https://drive.usercontent.google.com/download?id={file_id}&export=download&confirm=t"
 
 
 _MAGE_B = FileSpec("mage-vitb.pth", None, None, _drive("1iZY0ujWp5GVochTLj0U6j4HgVTOyWPUI"))

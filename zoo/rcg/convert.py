@@ -59,6 +59,13 @@ def load_official(path: str | os.PathLike) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {path} does not exist")
+    with open(path, "rb") as f:
+        head = f.read(512).lstrip().lower()
+    if head.startswith((b"<!doctype", b"<html")):
+        raise ValueError(
+            f"{path} is an HTML page, not a checkpoint (a download link answered with a web page, e.g. Google "
+            "Drive's confirmation page). Download the file in a browser and convert it with `zoo convert rcg`."
+        )
     try:
         with torch.serialization.safe_globals(ALLOWED_GLOBALS):
             ckpt = torch.load(path, map_location="cpu", weights_only=True)

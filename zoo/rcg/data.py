@@ -74,11 +74,15 @@ class TwoCrops:
 
 
 def stage_transform(stage: str, image_size: int, *, small_images: bool = False):
-    """The official per-stage preprocessing (``small_images``: MoCo v3 augmentations adapted to tiny grey images:
-    milder crops, no blur, no solarisation)."""
+    """The official per-stage preprocessing. ``small_images`` adapts it to tiny grey images (Fashion-MNIST): no
+    crop for the generators, and for MoCo v3 milder crops, brightness/contrast jitter only, no blur/solarisation."""
     from torchvision import transforms as T
 
     bicubic = T.InterpolationMode.BICUBIC
+    if small_images and stage in ("mage", "eval"):
+        return T.Compose([T.Resize(image_size, interpolation=bicubic), T.ToTensor()])
+    if small_images and stage in ("rdm", "vqgan"):
+        return T.Compose([T.Resize(image_size, interpolation=bicubic), T.RandomHorizontalFlip(), T.ToTensor()])
     if stage == "mage" or stage == "eval":  # MAGE "noaug": resize shorter side to 292/256 * size, center crop
         return T.Compose([T.Resize(round(image_size * 292 / 256), interpolation=bicubic), T.CenterCrop(image_size),
                           T.ToTensor()])
@@ -90,10 +94,12 @@ def stage_transform(stage: str, image_size: int, *, small_images: bool = False):
         normalize = T.Normalize(IMAGENET_MEAN, IMAGENET_STD)
 
         def view(blur_p: float, solarize_p: float):
-            ops = [T.RandomResizedCrop(image_size, scale=scale, interpolation=bicubic),
-                   T.RandomApply([T.ColorJitter(0.4, 0.4, 0.2, 0.1)], p=0.8), T.RandomGrayscale(p=0.2)]
-            if not small_images:
-                ops += [T.RandomApply([T.GaussianBlur(23, sigma=(0.1, 2.0))], p=blur_p),
+            ops = [T.RandomResizedCrop(image_size, scale=scale, interpolation=bicubic)]
+            if small_images:  # grey images: brightness/contrast only (hue/saturation would add colour)
+                ops.append(T.RandomApply([T.ColorJitter(0.4, 0.4)], p=0.8))
+            else:
+                ops += [T.RandomApply([T.ColorJitter(0.4, 0.4, 0.2, 0.1)], p=0.8), T.RandomGrayscale(p=0.2),
+                        T.RandomApply([T.GaussianBlur(23, sigma=(0.1, 2.0))], p=blur_p),
                         T.RandomSolarize(128, p=solarize_p)]
             return T.Compose([*ops, T.RandomHorizontalFlip(), T.ToTensor(), normalize])
 

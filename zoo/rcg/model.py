@@ -389,7 +389,7 @@ class VQGANConfig:
     z_channels: int = 256
     n_embed: int = 1024
     dropout: float = 0.0
-    beta: float = 0.25  # commitment weight (legacy form)
+    beta: float = 0.25  # legacy form: commitment weight 1, codebook weight beta
 
 
 def _group_norm(channels: int) -> nn.GroupNorm:
@@ -523,7 +523,7 @@ class VectorQuantizer(nn.Module):
         """Straight-through quantisation; returns (z_q, vq_loss, codes)."""
         codes = self.codes(z)
         z_q = self.lookup(codes, z.shape[-2:])
-        loss = self.beta * F.mse_loss(z_q.detach(), z) + F.mse_loss(z_q, z.detach())
+        loss = F.mse_loss(z_q.detach(), z) + self.beta * F.mse_loss(z_q, z.detach())  # taming's legacy form
         return z + (z_q - z).detach(), loss, codes
 
 

@@ -11,6 +11,7 @@ sampled representation, with classifier-free guidance against the learned fake l
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -78,6 +79,25 @@ class RCGPipeline(_RCGStage):
             raise ValueError("the RCG pipeline needs a representation-conditioned MAGE (mage.use_rep=True)")
         for part in (self.encoder, self.vqgan, self.rdm):
             _freeze(part)
+
+    @classmethod
+    def from_stages(cls, rdm, mage, *, sampling: dict | None = None) -> "RCGPipeline":
+        """Assemble a pipeline from trained stages: an ``RDMModule`` (its EMA weights) and a ``MAGEModule``
+        (its encoder, tokenizer and generator)."""
+        if mage.encoder is None:
+            raise ValueError("the MAGE stage is unconditional (no encoder); RCG needs a representation-conditioned one")
+        grid = math.isqrt(mage.mage.config.num_tokens)
+        hparams = dict(encoder=mage.hparams["encoder"], rdm=rdm.hparams["rdm"], mage=mage.hparams["mage"],
+                       vqgan=mage.hparams["vqgan"], image_size=grid * mage.vqgan.downsample, sampling=sampling)
+        state = {**{f"encoder.{k}": v for k, v in mage.encoder.state_dict().items()},
+                 **{f"mage.{k}": v for k, v in mage.mage.state_dict().items()},
+                 **{f"vqgan.{k}": v for k, v in mage.vqgan.state_dict().items()},
+                 **{f"rdm.denoiser.{k}": v for k, v in rdm.ema.shadow.state_dict().items()},
+                 "rdm.class_embed.weight": rdm.rdm.class_embed.weight}
+        with torch.device("meta"):
+            pipeline = cls(**hparams)
+        pipeline.load_weights_({k: v.detach().clone() for k, v in state.items()})
+        return pipeline.eval()
 
     # ---------------------------------------------------------------------------------------------- helpers
     @property
