@@ -43,3 +43,13 @@ def official_repos(tmp_path_factory) -> dict[str, Path]:
         convert_state_dict(FIXTURES / f"{variant}_weights.safetensors", FIXTURES / f"{variant}_config.json",
                            out[variant])
     return out
+
+
+@pytest.fixture(autouse=True)
+def one_thread(monkeypatch):
+    """One intra-op thread (and in spawned DDP workers): tiny models on a shared 2-core box run 100x faster."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

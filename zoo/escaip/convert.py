@@ -87,7 +87,8 @@ def _task_scaling(tasks: list[dict[str, Any]], dataset: str | None, max_num_elem
             if refs_cfg:
                 refs = refs_cfg.get("element_references", refs_cfg)
                 refs = refs.get("_args_", [refs])[0] if isinstance(refs, dict) else refs
-                refs = np.asarray(torch.as_tensor(refs), dtype=np.float64).ravel()
+                refs = refs.double().numpy() if isinstance(refs, torch.Tensor) else np.asarray(refs, dtype=np.float64)
+                refs = refs.ravel()
                 vec = np.zeros(max_num_elements)
                 n = min(len(refs), max_num_elements)
                 if np.any(refs[n:]):

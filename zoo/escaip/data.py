@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -80,17 +81,22 @@ def atoms_to_batch(atoms_list, device: torch.device | str = "cpu") -> dict[str, 
 
 
 def read_structures(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Sample]:
-    """Read every frame of extxyz files and ASE databases (anything ``ase.io.read`` knows)."""
+    """Read every frame of extxyz files and ASE databases (anything ``ase.io.read`` knows).
+
+    A folder stands for every ``*.extxyz`` below it (e.g. the output of ``zoo escaip make-data``), sorted.
+    """
     import ase.io
 
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    samples: list[Sample] = []
-    for path in paths:
-        if not os.path.exists(path):
+    files: list[Path] = []
+    for path in map(Path, paths):
+        if not path.exists():
             raise FileNotFoundError(f"{path} does not exist; make data with `zoo escaip make-data`")
-        frames = ase.io.read(str(path), index=":")
-        samples.extend(atoms_to_sample(a) for a in frames)
+        files.extend(sorted(path.rglob("*.extxyz")) if path.is_dir() else [path])
+    samples: list[Sample] = []
+    for path in files:
+        samples.extend(atoms_to_sample(a) for a in ase.io.read(str(path), index=":"))
     if not samples:
         raise ValueError(f"no structures in {list(map(str, paths))}")
     return samples

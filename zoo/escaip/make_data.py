@@ -147,6 +147,7 @@ def build_system(kind: str, name: str, seed: int = 0):
     add_adsorbate(slab, ads, 1.5 if adsorbate != "H" else 1.0, site)
     slab.constraints = [FixAtoms(indices=[a.index for a in slab if a.tag == 4])]  # the bottom layer
     slab.center(vacuum=7.0, axis=2)
+    slab.info.pop("adsorbate_info", None)  # not extxyz-serialisable
     return slab
 
 
@@ -210,7 +211,7 @@ def run_job(job: Job, out: str, progress=None) -> int:
     from ase import units
     from ase.calculators.singlepoint import SinglePointCalculator
     from ase.md.langevin import Langevin
-    from ase.md.velocitydistribution import MaxwellBoltzmannDistribution, Stationary, ZeroRotation
+    from ase.md.velocitydistribution import Stationary, ZeroRotation, thermalize_momenta
     from ase.optimize import BFGS
 
     out_path = Path(out)
@@ -225,7 +226,7 @@ def run_job(job: Job, out: str, progress=None) -> int:
         atoms.set_momenta(last.get_momenta())
     else:
         BFGS(atoms, logfile=None).run(fmax=0.1, steps=200)
-        MaxwellBoltzmannDistribution(atoms, temperature_K=job.temperature, rng=np.random.default_rng(job.seed))
+        thermalize_momenta(atoms, temperature_K=job.temperature, rng=np.random.default_rng(job.seed))
         Stationary(atoms)
         if job.kind == "xtb":
             ZeroRotation(atoms)
@@ -235,7 +236,7 @@ def run_job(job: Job, out: str, progress=None) -> int:
         # a fresh, seeded thermostat per segment keeps resumed runs reproducible
         rng = np.random.default_rng([job.seed, seg, int(job.temperature)])
         dyn = Langevin(atoms, timestep=job.timestep_fs * units.fs, temperature_K=job.temperature,
-                       friction=0.01 / units.fs, rng=rng)
+                       friction=0.01 / units.fs, fixcm=False, rng=rng)
         frames = []
         n = min(job.segment_frames, job.n_frames - seg * job.segment_frames)
         for k in range(n):
@@ -261,6 +262,10 @@ def run_job(job: Job, out: str, progress=None) -> int:
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+        # continue from the state as written, so a resumed run is identical to an uninterrupted one
+        last = ase.io.read(str(folder / f"seg_{seg:05d}.extxyz"), index=-1)
+        atoms.positions = last.positions
+        atoms.set_momenta(last.get_momenta())
         written += n
         if progress is not None:
             progress.put(n)

@@ -153,11 +153,12 @@ class EScAIPModule(ZooModule):
 
     # ------------------------------------------------------------------ inference
     def predict(self, batch: dict[str, Tensor], *, stress: bool | None = None) -> dict[str, Tensor]:
-        """Physical predictions: energy (G,) float64 in eV, forces (N, 3) eV/Å, stress (G, 3, 3) eV/Å^3."""
+        """Physical predictions (detached): energy (G,) float64 in eV, forces (N, 3) eV/Å, stress (G, 3, 3) eV/Å^3."""
         validate_inputs(batch, self.scaling, self.cfg.max_num_elements)
-        raw = self.model(batch["pos"], batch["atomic_numbers"], batch["cell"], batch["pbc"], batch["natoms"],
-                         stress=stress)
-        return self._to_physical(raw, batch)
+        with torch.no_grad():  # gradient models switch autograd back on inside for -dE/dx
+            raw = self.model(batch["pos"], batch["atomic_numbers"], batch["cell"], batch["pbc"], batch["natoms"],
+                             stress=stress)
+            return self._to_physical({k: v.detach() for k, v in raw.items()}, batch)
 
     def _to_physical(self, raw: dict[str, Tensor], batch: dict[str, Tensor]) -> dict[str, Tensor]:
         s = self.scaling
@@ -246,8 +247,9 @@ class EScAIPModule(ZooModule):
         logs[f"{split}/energy_mae_per_atom"] = energy_mae
         if "forces" in phys:
             force_mae, force_cos = getattr(self, f"{split}_force_mae"), getattr(self, f"{split}_force_cos")
-            force_mae(phys["forces"], batch["forces"].to(phys["forces"].dtype))
-            force_cos(phys["forces"], batch["forces"].to(phys["forces"].dtype))
+            pred, true = phys["forces"].contiguous(), batch["forces"].to(phys["forces"].dtype).contiguous()
+            force_mae(pred.reshape(-1), true.reshape(-1))
+            force_cos(pred, true)
             logs[f"{split}/force_mae"] = force_mae
             logs[f"{split}/force_cos"] = force_cos
         self.log_dict(logs, batch_size=n_sys, on_step=split == "train", on_epoch=True,

@@ -1,0 +1,118 @@
+"""Training on generated data: make-data (resumable), DataModule, references/normaliser fitting, EMA, DDP."""
+
+import lightning as L
+import numpy as np
+import pytest
+import torch
+
+import zoo
+from zoo.escaip.data import AtomCountBatchSampler, EScAIPDataModule, read_structures
+from zoo.escaip.make_data import make_data, plan_jobs
+from zoo.escaip.module import EScAIPModule
+
+TINY = {"preset": "tiny", "max_num_elements": 30}
+
+
+@pytest.fixture(scope="module")
+def emt_data(tmp_path_factory):
+    out = tmp_path_factory.mktemp("emt_data")
+    jobs = plan_jobs([], ["cu111_o", "ni111_n"], [600.0], seeds=1, frames=8, slab_frames=8, stride=2,
+                     segment_frames=4)
+    result = make_data(out, jobs, workers=1)
+    assert result == {"frames": 16, "total": 16, "errors": {}}
+    return out
+
+
+def test_make_data_is_resumable_and_labelled(emt_data):
+    segments = sorted(emt_data.glob("emt/*/*/seg_*.extxyz"))
+    assert len(segments) == 4 and (emt_data / "manifest.json").exists()
+    last = segments[-1]
+    before = last.read_text()
+    last.unlink()
+    jobs = plan_jobs([], ["cu111_o", "ni111_n"], [600.0], seeds=1, frames=8, slab_frames=8, stride=2,
+                     segment_frames=4)
+    assert make_data(emt_data, jobs)["frames"] == 16  # only the missing segment is rerun ...
+    assert last.read_text() == before  # ... and it continues the trajectory exactly (momenta + seeded thermostat)
+    frames = read_structures(emt_data)
+    assert len(frames) == 16
+    from ase.calculators.emt import EMT
+    from ase import Atoms
+
+    f = frames[5]
+    atoms = Atoms(numbers=f["atomic_numbers"], positions=f["pos"], cell=f["cell"], pbc=f["pbc"], calculator=EMT())
+    assert atoms.get_potential_energy() == pytest.approx(f["energy"], abs=1e-6)
+    np.testing.assert_allclose(atoms.get_forces(), f["forces"], atol=1e-6)
+    assert f["has_stress"]
+
+
+def test_atom_count_batches_cover_everything_and_balance_ranks():
+    counts = [5, 9, 3, 12, 7, 7, 2, 30, 4]
+
+    class Shard:  # what Lightning injects under DDP
+        def __init__(self, rank):
+            self.num_replicas, self.rank = 2, rank
+
+    single = AtomCountBatchSampler(None, counts, max_atoms=16, seed=3)
+    batches = list(single)
+    assert sorted(i for b in batches for i in b) == list(range(len(counts)))
+    assert all(sum(counts[i] for i in b) <= 16 or len(b) == 1 for b in batches)
+    ranks = [list(AtomCountBatchSampler(Shard(r), counts, max_atoms=16, seed=3)) for r in (0, 1)]
+    assert len(ranks[0]) == len(ranks[1]) == len(AtomCountBatchSampler(Shard(0), counts, 16, seed=3))
+    assert {i for r in ranks for b in r for i in b} == set(range(len(counts)))
+    single.set_epoch(1)
+    assert list(single) != batches  # reshuffled per epoch
+
+
+def trainer(**kw):
+    return L.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                     enable_model_summary=False, **kw)
+
+
+@pytest.mark.parametrize("forces", ["direct", "gradient"])
+def test_tiny_model_trains_and_fine_tunes_after_loading(emt_data, tmp_path, forces):
+    torch.manual_seed(0)
+    backbone = dict(TINY, direct_forces=forces == "direct", regress_stress=forces == "gradient")
+    model = EScAIPModule(backbone=backbone, lr=2e-3, warmup_steps=2, ema_decay=0.9)
+    data = EScAIPDataModule(str(emt_data), val_fraction=0.25, max_atoms_per_batch=80)
+    fit = trainer(max_steps=4, num_sanity_val_steps=0, limit_val_batches=1, val_check_interval=2)
+    fit.fit(model, datamodule=data)
+    # element references and normaliser were fitted on the training frames and are part of the weights
+    s = model.scaling
+    assert bool(s.fitted) and set(torch.nonzero(s.supported_elements).flatten().tolist()) == {7, 8, 28, 29}
+    refs = s.element_references.numpy()
+    counts = np.stack([np.bincount(x["atomic_numbers"], minlength=30) for x in data.train_set.samples])
+    residual = np.array([x["energy"] for x in data.train_set.samples]) - counts @ refs
+    np.testing.assert_allclose(counts.T @ residual, 0, atol=1e-6)  # least-squares references
+    assert refs[1] == 0 and s.energy_mean.item() == pytest.approx(residual.mean())
+    forces_all = np.concatenate([x["forces"].ravel() for x in data.train_set.samples])
+    assert s.forces_rmsd.item() == pytest.approx(np.sqrt(np.mean(forces_all**2)))
+    metrics = fit.callback_metrics
+    for key in ("train/loss", "val/energy_mae_per_atom", "val/force_mae", "val/force_cos"):
+        assert torch.isfinite(metrics[key]), key
+    if forces == "gradient":
+        assert torch.isfinite(metrics["train/loss_stress"])
+    # the trained weights are the EMA; saved, loaded with zoo.load, they predict the same
+    model.save_pretrained(tmp_path)
+    loaded = zoo.load(tmp_path)
+    batch = next(iter(data.val_dataloader()))
+    a, b = model.eval().predict(batch), loaded.predict(batch)
+    assert torch.allclose(a["energy"], b["energy"]) and torch.allclose(a["forces"], b["forces"])
+    # fine-tune as is: Trainer.fit on the loaded module keeps the saved references
+    refs = loaded.scaling.element_references.clone()
+    before = {k: v.clone() for k, v in loaded.state_dict().items()}
+    trainer(max_steps=2, num_sanity_val_steps=0, limit_val_batches=0).fit(loaded, datamodule=data)
+    assert torch.equal(loaded.scaling.element_references, refs)
+    assert any(not torch.equal(before[k], v) for k, v in loaded.state_dict().items() if k.startswith("model."))
+
+
+@pytest.mark.slow  # two spawned interpreters: ~20 s idle, minutes on a loaded box
+def test_training_with_ddp_spawn_on_two_processes(emt_data, tmp_path):
+    model = EScAIPModule(backbone=TINY, warmup_steps=1)
+    data = EScAIPDataModule(str(emt_data), val_fraction=0.25, max_atoms_per_batch=80)
+    before = {k: v.clone() for k, v in model.model.state_dict().items()}
+    fit = trainer(max_steps=2, strategy="ddp_spawn", devices=2, num_sanity_val_steps=0, limit_val_batches=0)
+    fit.fit(model, datamodule=data)
+    # ddp_spawn copies the trained weights (and the fitted scaling buffers) back to the parent process
+    assert torch.isfinite(fit.callback_metrics["train/loss"])
+    assert bool(model.scaling.fitted) and model.scaling.forces_rmsd.item() != 1.0
+    assert any(not torch.equal(before[k], v) for k, v in model.model.state_dict().items())
