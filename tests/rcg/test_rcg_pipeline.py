@@ -26,6 +26,11 @@ def test_sample_shape_range_and_determinism(pipeline):
     assert a.min() >= 0 and a.max() <= 1
     assert torch.equal(a, pipeline.sample(3, seed=7, **FAST))
     assert not torch.equal(a, pipeline.sample(3, seed=8, **FAST))
+    pipeline.train()  # e.g. right after Trainer.fit: sampling still runs without dropout
+    try:
+        assert torch.equal(a, pipeline.sample(3, seed=7, **FAST)) and pipeline.mage.training
+    finally:
+        pipeline.eval()
     batched = pipeline.sample(3, seed=7, batch_size=2, **FAST)
     assert torch.equal(batched, pipeline.sample(3, seed=7, batch_size=2, **FAST))
 

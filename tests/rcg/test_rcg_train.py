@@ -123,3 +123,20 @@ def test_rdm_stage_trains_with_ddp_spawn_on_two_cpu_processes(converted, image_f
                         limit_val_batches=0)
     trainer.fit(model, datamodule=data_for(image_folder, "rdm", batch_size=2))
     assert trainer.state.finished
+
+
+def test_unconditional_mage_baseline_trains_and_samples(converted, image_folder):
+    vqgan_hp = zoo.load(converted["mage"]).hparams["vqgan"]
+    mage = dict(codebook_size=32, num_tokens=256, embed_dim=16, depth=1, num_heads=2, decoder_embed_dim=16,
+                decoder_depth=1, decoder_num_heads=2, use_rep=False)
+    from zoo.rcg.module import MAGEModule
+
+    model = MAGEModule(mage=mage, vqgan=vqgan_hp, vqgan_init=str(converted["mage"]), warmup_epochs=0)
+    assert model.encoder is None and not hasattr(model.mage, "fake_latent")
+    before = snapshot(model)
+    fit(model, data_for(image_folder, "mage"))
+    assert changed(before, model, "mage.")
+    tokenizer = zoo.load(converted["mage"]).vqgan.state_dict()  # loaded from vqgan_init, then kept frozen
+    assert all(torch.equal(v, model.vqgan.state_dict()[k]) for k, v in tokenizer.items())
+    images = model.sample(3, steps=3, seed=0, batch_size=2)
+    assert images.shape == (3, 3, 32, 32) and torch.equal(images, model.sample(3, steps=3, seed=0, batch_size=2))

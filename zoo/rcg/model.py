@@ -725,7 +725,7 @@ class MAGE(nn.Module):
         """Random (drop_mask, all_mask) (B, N): one truncated-normal mask ratio per batch, per-sample order."""
         c, n = self.config, self.config.num_tokens
         lo, hi = (c.mask_ratio_min - c.mask_ratio_mu) / c.mask_ratio_std, (c.mask_ratio_max - c.mask_ratio_mu) / c.mask_ratio_std
-        z = torch.empty(1)
+        z = torch.empty(1, device=generator.device if generator is not None else "cpu")
         nn.init.trunc_normal_(z, mean=0.0, std=1.0, a=lo, b=hi, generator=generator)
         ratio = c.mask_ratio_mu + c.mask_ratio_std * float(z)
         n_mask = math.ceil(n * ratio)
@@ -760,6 +760,8 @@ class MAGE(nn.Module):
             device = rep.device
         else:
             device = self.decoder_pos_embed_learned.device
+            if batch is None:
+                raise ValueError("without representations give the number of images: batch=n")
         if cfg > 0 and not c.use_rep:
             raise ValueError("classifier-free guidance needs a representation-conditioned MAGE (use_rep=True)")
         ids = torch.full((batch, n), c.mask_id, dtype=torch.long, device=device)

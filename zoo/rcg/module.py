@@ -9,6 +9,7 @@ copied in when training starts (not when a saved stage is loaded: those weights 
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from zoo.rcg.model import (
     ddim_sample,
 )
 
-__all__ = ["MocoV3Module", "VQGANModule", "RDMModule", "MAGEModule", "mage_training_loss", "load_prefixed"]
+__all__ = ["MocoV3Module", "VQGANModule", "RDMModule", "MAGEModule", "mage_training_loss", "load_prefixed", "eval_mode"]
 
 
 # =====================================================================================================================
@@ -100,6 +101,17 @@ def load_prefixed(module: nn.Module, name_or_path: str, prefix: str) -> None:
     if not sub:
         raise ValueError(f"{name_or_path} holds no '{prefix}*' weights; pass a repo of an RCG stage that has them")
     module.load_state_dict(sub, strict=True)
+
+
+@contextmanager
+def eval_mode(module: nn.Module):
+    """Run inference with dropout off, then restore the caller's train/eval state."""
+    was_training = module.training
+    module.train(False)
+    try:
+        yield module
+    finally:
+        module.train(was_training)
 
 
 def _freeze(module: nn.Module | None) -> None:
@@ -314,8 +326,9 @@ class RDMModule(_RCGStage):
             labels = self.rdm.default_labels(n, device)
         x_T = torch.randn(n, self.rdm.config.in_channels, device=device, generator=generator)
         denoiser = self.ema.shadow if use_ema else self.rdm.denoiser
-        return ddim_sample(denoiser, self.rdm.schedule, x_T, self.rdm.context(labels.to(device)), steps, eta,
-                           generator)
+        with eval_mode(self):
+            return ddim_sample(denoiser, self.rdm.schedule, x_T, self.rdm.context(labels.to(device)), steps, eta,
+                               generator)
 
     def configure_optimizers(self):
         lr = self.hparams.blr * _effective_batch(self.trainer, 128)  # not divided by 256 (official)
@@ -382,6 +395,22 @@ class MAGEModule(_RCGStage):
         self.log("val/loss", mage_training_loss(self.mage, self.vqgan, self.encoder, images))
 
     @torch.no_grad()
+    def sample(self, n: int, *, steps: int = 20, temperature: float = 6.0, seed: int | None = 0,
+               batch_size: int | None = None, **unused_rcg_options) -> torch.Tensor:
+        """n images without representations: the unconditional baseline (``use_rep=False``), or a conditioned
+        MAGE's fake-latent branch. Same signature as the RCG pipeline's ``sample`` (RDM/CFG options ignored)."""
+        device = self.mage.decoder_pos_embed_learned.device
+        generator = torch.Generator(device).manual_seed(seed) if seed is not None else None
+        out = []
+        with eval_mode(self):
+            for start in range(0, n, batch_size or n):
+                b = min(batch_size or n, n - start)
+                rep = self.mage.fake_latent.expand(b, -1) if self.mage.config.use_rep else None
+                codes = self.mage.generate(rep, steps, temperature, 0.0, generator, batch=b)
+                out.append(self.vqgan.decode_codes(codes).float().clamp(0, 1))
+        return torch.cat(out)
+
+    @torch.no_grad()
     def generate(self, rep: torch.Tensor | None = None, *, n: int | None = None, steps: int = 20,
                  temperature: float = 6.0, cfg: float = 0.0, seed: int | None = 0) -> torch.Tensor:
         """Images in [0, 1] from representations (or, for the unconditional baseline, from nothing)."""
@@ -389,8 +418,9 @@ class MAGEModule(_RCGStage):
         generator = torch.Generator(device).manual_seed(seed) if seed is not None else None
         if rep is not None:
             rep = rep.to(device=device, dtype=self.mage.decoder_pos_embed_learned.dtype)
-        codes = self.mage.generate(rep, steps, temperature, cfg, generator, batch=n)
-        return self.vqgan.decode_codes(codes).float().clamp(0, 1)
+        with eval_mode(self):
+            codes = self.mage.generate(rep, steps, temperature, cfg, generator, batch=n)
+            return self.vqgan.decode_codes(codes).float().clamp(0, 1)
 
     def configure_optimizers(self):
         lr = self.hparams.blr * _effective_batch(self.trainer, 4096) / 256

@@ -36,6 +36,7 @@ from zoo.rcg.module import (
     _images_and_labels,
     _RCGStage,
     _schedule,
+    eval_mode,
     mage_training_loss,
 )
 
@@ -182,7 +183,6 @@ class RCGPipeline(_RCGStage):
             raise ValueError("labels were given but this RCG model is unconditional")
         batch_size = batch_size or n
         generator = self._generator(seed)
-        out = []
         clock = timings if timings is not None else {}
         for stage in ("rdm", "mage", "vqgan"):
             clock.setdefault(stage, 0.0)
@@ -191,6 +191,13 @@ class RCGPipeline(_RCGStage):
             from tqdm.auto import tqdm
 
             batches = tqdm(batches, desc="RCG sampling", unit="batch")
+        with eval_mode(self):
+            return self._sample_batches(n, batches, batch_size, labels, clock, cfg=cfg, rdm_steps=rdm_steps,
+                                        steps=steps, temperature=temperature, eta=eta, generator=generator)
+
+    def _sample_batches(self, n, batches, batch_size, labels, clock, *, cfg, rdm_steps, steps, temperature, eta,
+                        generator) -> torch.Tensor:
+        out = []
         for start in batches:
             b = min(batch_size, n - start)
             lab = None if labels is None else torch.as_tensor(labels)[start:start + b]
@@ -214,10 +221,11 @@ class RCGPipeline(_RCGStage):
         size = self.hparams.image_size
         if images.shape[-2:] != (size, size):
             raise ValueError(f"images must be {size}x{size} (got {tuple(images.shape[-2:])}); resize/crop first")
-        rep = self.encode(images)
-        codes = self.generate_tokens(rep, cfg=cfg, steps=steps, temperature=temperature,
-                                     generator=self._generator(seed))
-        return self.decode_tokens(codes)
+        with eval_mode(self):
+            rep = self.encode(images)
+            codes = self.generate_tokens(rep, cfg=cfg, steps=steps, temperature=temperature,
+                                         generator=self._generator(seed))
+            return self.decode_tokens(codes)
 
     # ------------------------------------------------------------------------------------------------ fine-tune
     def training_step(self, batch, batch_idx):
