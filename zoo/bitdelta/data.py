@@ -15,7 +15,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-__all__ = ["ByteTokenizer", "get_tokenizer", "load_token_rows", "TokenRows", "TextDataModule"]
+__all__ = ["ByteTokenizer", "get_tokenizer", "load_tokens", "load_token_rows", "TokenRows", "TokenWindows", "TextDataModule"]
 
 
 class ByteTokenizer:
@@ -48,6 +48,12 @@ def _encode(tokenizer, text: str) -> list[int]:
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
+def load_tokens(path: str | os.PathLike, tokenizer="bytes") -> torch.Tensor:
+    """All tokens of a text file, 1-d int64."""
+    tokenizer = get_tokenizer(tokenizer) if isinstance(tokenizer, (str, os.PathLike)) else tokenizer
+    return torch.tensor(_encode(tokenizer, Path(path).read_text(encoding="utf-8")), dtype=torch.long)
+
+
 def load_token_rows(path: str | os.PathLike, tokenizer="bytes", max_length: int = 128) -> torch.Tensor:
     """(N, max_length) int64 rows: a ``.safetensors`` ``input_ids`` tensor, or a text file cut into windows."""
     path = Path(path)
@@ -60,8 +66,7 @@ def load_token_rows(path: str | os.PathLike, tokenizer="bytes", max_length: int 
         if ids is None:
             raise ValueError(f"{path} has no 'input_ids' tensor")
         return ids.reshape(-1, ids.shape[-1]).long()
-    tokenizer = get_tokenizer(tokenizer) if isinstance(tokenizer, (str, os.PathLike)) else tokenizer
-    ids = torch.tensor(_encode(tokenizer, path.read_text(encoding="utf-8")), dtype=torch.long)
+    ids = load_tokens(path, tokenizer)
     if ids.numel() < 2:
         raise ValueError(f"{path} holds fewer than 2 tokens")
     if ids.numel() < max_length:
@@ -81,7 +86,25 @@ class TokenRows(Dataset):
         return {"input_ids": self.rows[i], "attention_mask": torch.ones_like(self.rows[i])}
 
 
+class TokenWindows(Dataset):
+    """Every window of ``length`` tokens starting at a multiple of ``stride`` (stride 1: every offset)."""
+
+    def __init__(self, tokens: torch.Tensor, length: int, stride: int):
+        if tokens.numel() <= length:
+            raise ValueError(f"the text has {tokens.numel()} tokens, fewer than one window of {length}")
+        self.tokens, self.length, self.stride = tokens, length, stride
+
+    def __len__(self) -> int:
+        return (self.tokens.numel() - self.length) // self.stride + 1
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        window = self.tokens[i * self.stride : i * self.stride + self.length]
+        return {"input_ids": window, "attention_mask": torch.ones_like(window)}
+
+
 class TextDataModule(L.LightningDataModule):
+    """Token windows for training (``stride`` < ``max_length`` with ``shuffle``: random overlapping windows of a
+    text file, for pretraining) and non-overlapping windows for validation."""
     def __init__(
         self,
         train: str,
@@ -93,6 +116,7 @@ class TextDataModule(L.LightningDataModule):
         shuffle: bool = False,
         seed: int = 0,
         num_workers: int = 0,
+        stride: int | None = None,
     ):
         super().__init__()
         self.save_hyperparameters()
@@ -101,17 +125,23 @@ class TextDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         hp = self.hparams
         for split, path in (("train", hp.train), ("val", hp.val)):
+            if split == "train" and hp.stride is not None and not hp.train.endswith(".safetensors"):
+                continue  # train_dataloader reads the text as overlapping windows
             if path and split not in self.rows:
                 rows = load_token_rows(path, hp.tokenizer, hp.max_length)
                 self.rows[split] = rows[: hp.num_samples] if split == "train" and hp.num_samples else rows
 
-    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+    def _loader(self, dataset: Dataset, shuffle: bool) -> DataLoader:
         generator = torch.Generator().manual_seed(self.hparams.seed)
-        return DataLoader(TokenRows(self.rows[split]), batch_size=self.hparams.batch_size, shuffle=shuffle,
+        return DataLoader(dataset, batch_size=self.hparams.batch_size, shuffle=shuffle,
                           generator=generator, num_workers=self.hparams.num_workers)
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader("train", self.hparams.shuffle)
+        hp = self.hparams
+        if hp.stride is not None and not hp.train.endswith(".safetensors"):
+            windows = TokenWindows(load_tokens(hp.train, hp.tokenizer), hp.max_length, hp.stride)
+            return self._loader(windows, hp.shuffle)
+        return self._loader(TokenRows(self.rows["train"]), hp.shuffle)
 
     def val_dataloader(self) -> DataLoader | list:
-        return self._loader("val", False) if "val" in self.rows else []  # [] = no validation
+        return self._loader(TokenRows(self.rows["val"]), False) if "val" in self.rows else []  # [] = no validation

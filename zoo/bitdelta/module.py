@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from zoo.bitdelta.delta import BitDelta, compress, parse_dtype_name
 from zoo.bitdelta.model import apply_deltas_, compressed_layers, delta_from_model
 from zoo.module import ZooModule
 
-__all__ = ["BitDeltaModule", "ScaleDistillation", "model_logits", "causal_lm_loss"]
+__all__ = ["CausalLM", "BitDeltaModule", "ScaleDistillation", "model_logits", "causal_lm_loss"]
 
 PAPER = "https://arxiv.org/abs/2402.10193"
 
@@ -74,6 +75,64 @@ def _delta_card_fields(delta: BitDelta, card: dict[str, Any]) -> dict[str, Any]:
         f"its weights (sha256 {delta.base_sha256 or 'not recorded'}) and applies the delta."
     )
     return fields
+
+
+# ----------------------------------------------------------------------------- a plain causal LM
+class CausalLM(ZooModule):
+    """A ``transformers`` Llama causal LM as a zoo model: the base and fine-tunes of the zoo's own BitDelta family.
+
+    ``config`` holds ``LlamaConfig`` keyword arguments. Trains with next-token cross-entropy, AdamW and a linear
+    warm-up into a cosine decay over ``max_steps``.
+    """
+
+    model_type = "bitdelta-causal-lm"
+    method = "bitdelta"
+
+    def __init__(self, config: dict[str, Any], lr: float = 1e-3, weight_decay: float = 0.1, warmup_steps: int = 100,
+                 max_steps: int = 10000, min_lr_ratio: float = 0.1, betas: list[float] | None = None):
+        super().__init__()
+        self.save_hyperparameters()
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        self.model = LlamaForCausalLM(LlamaConfig(**config))
+
+    def reset_nonpersistent_buffers(self, device: torch.device) -> None:
+        """RoPE's ``inv_freq`` is not saved: rebuild the rotary embedding on ``device`` after a meta-device load."""
+        rotary = self.model.model.rotary_emb
+        with torch.device(device):
+            self.model.model.rotary_emb = type(rotary)(config=self.model.config)
+
+    def forward(self, *args, **kwargs):
+        return self.model(*args, **kwargs)
+
+    def _loss(self, batch) -> torch.Tensor:
+        inputs = _as_inputs(batch)
+        return causal_lm_loss(model_logits(self.model, inputs), inputs["input_ids"], inputs.get("attention_mask"))
+
+    def training_step(self, batch, batch_idx):
+        loss = self._loss(batch)
+        self.log("train_loss", loss, prog_bar=True)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        self.log("val_loss", self._loss(batch), prog_bar=True)
+
+    def configure_optimizers(self):
+        hp = self.hparams
+        decay = [p for n, p in self.named_parameters() if p.requires_grad and p.dim() >= 2]
+        no_decay = [p for n, p in self.named_parameters() if p.requires_grad and p.dim() < 2]
+        optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": hp.weight_decay},
+                                       {"params": no_decay, "weight_decay": 0.0}],
+                                      lr=hp.lr, betas=tuple(hp.betas or (0.9, 0.95)))
+
+        def factor(step: int) -> float:  # linear warm-up, then cosine down to min_lr_ratio
+            if step < hp.warmup_steps:
+                return (step + 1) / hp.warmup_steps
+            progress = min(1.0, (step - hp.warmup_steps) / max(1, hp.max_steps - hp.warmup_steps))
+            return hp.min_lr_ratio + (1 - hp.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
 
 # ----------------------------------------------------------------------------- the fine-tune as base + delta
