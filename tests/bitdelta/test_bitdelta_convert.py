@@ -74,5 +74,7 @@ def test_upstream_converter_on_an_official_file(tmp_path, logits):
     with torch.no_grad():
         out = model(input_ids=logits["input_ids"]).logits
     assert (out - logits["logits_reconstructed_calibrated"]).abs().max().item() <= 1e-5
+    model.save_pretrained(tmp_path / "resaved")  # a base given at load time does not rename the delta's base
+    assert BitDelta.load(tmp_path / "resaved").base == "mistralai/Mistral-7B-v0.1"
     with pytest.raises(ValueError, match="expected 224"):  # a Mistral entry checks its layer count
         from_upstream({"x/diff.pt": FIXTURES / "diff.pt"}, tmp_path / "wrong", entry)

@@ -89,3 +89,30 @@ def test_causal_lm_trains_loads_and_carries_a_delta(tmp_path):
         for key, value in delta.params.items():
             reference.get_parameter(key).copy_(value)
         torch.testing.assert_close(model(input_ids=ids).logits, reference(input_ids=ids).logits, rtol=0, atol=1e-5)
+
+
+RECIPES = Path(__file__).resolve().parents[2] / "recipes" / "bitdelta"
+
+
+@pytest.mark.parametrize("recipe", ["base-pretrain", "finetune-austen", "finetune-milton"])
+def test_family_recipes_run(tmp_path, monkeypatch, recipe):
+    from zoo.train import run_recipe
+
+    monkeypatch.chdir(tmp_path)  # the recipes write under runs/ and read data/ relative to the working directory
+    corpora = tmp_path / "data" / "bitdelta" / "corpora"
+    corpora.mkdir(parents=True)
+    for name in ("base", "austen", "milton"):
+        for split in ("train", "val"):
+            (corpora / f"{name}_{split}.txt").write_text(f"{name} {split} text. " * 200)
+    tiny = ["--model.init_args.config.num_hidden_layers=1", "--model.init_args.config.hidden_size=64",
+            "--model.init_args.config.intermediate_size=128", "--trainer.max_steps=2", "--trainer.limit_val_batches=1"]
+    init_from = None
+    if recipe.startswith("finetune"):
+        config = {**TINY, "num_hidden_layers": 1, "intermediate_size": 128, "num_attention_heads": 8,
+                  "num_key_value_heads": 4, "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 10000.0}
+        CausalLM(config).save_pretrained(tmp_path / "base")
+        init_from = str(tmp_path / "base")
+    cli = run_recipe(RECIPES / f"{recipe}.yaml", tiny, init_from=init_from)
+    assert cli.trainer.global_step == 2
+    name = recipe.split("-")[-1] if recipe.startswith("finetune") else "base"
+    assert (tmp_path / "runs" / "bitdelta" / name / "checkpoints" / "last.ckpt").exists()

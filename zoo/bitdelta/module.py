@@ -199,8 +199,6 @@ class BitDeltaModule(ZooModule):
         ``merged=False`` keeps packed bits and computes x·W_baseᵀ + α·(x·Sᵀ) on the fly.
         """
         delta = BitDelta.load(directory)
-        if base is not None and not isinstance(base, nn.Module):
-            delta.base = str(base)
         base_model = load_model(base if base is not None else delta.base, revision=delta.base_revision,
                                 dtype=delta.base_dtype, relative_to=directory)
         delta.check_base(base_model, verify=verify_base)
