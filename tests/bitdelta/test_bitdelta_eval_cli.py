@@ -87,3 +87,18 @@ def test_cli_distill(tmp_path, delta_a, capsys):
     assert all(distilled.scales[n].item() != delta_a.scales[n].item() for n in delta_a.modules)
     assert all(torch.equal(distilled.masks[n], delta_a.masks[n]) for n in delta_a.modules)
     assert all(torch.equal(distilled.params[k], delta_a.params[k]) for k in delta_a.params)
+
+
+def test_cli_demo_serves_deltas_and_base_in_one_batch(tmp_path, delta_a, delta_b, models, capsys):
+    from zoo.bitdelta.data import ByteTokenizer
+
+    delta_a.save(tmp_path / "a")
+    delta_b.save(tmp_path / "b")
+    assert main(["bitdelta", "demo", str(tmp_path / "a"), str(tmp_path / "b"), "--with-base", "--prompt", "Once",
+                 "--max-new-tokens", "6"]) == 0
+    out = capsys.readouterr().out
+    assert "3 tenants in one batch" in out
+    texts = out.split("--- ")[1:]
+    prompt = torch.tensor([ByteTokenizer().encode("Once")])
+    expected_base = models["base"].generate(prompt, max_new_tokens=6, do_sample=False, pad_token_id=0)[0]
+    assert texts[2] == f"base\nOnce{ByteTokenizer().decode(expected_base[4:].tolist())}\n"

@@ -125,6 +125,25 @@ def cmd_convert(args) -> None:
           f"base {args.base} ({'sha256 ' + delta.base_sha256 if delta.base_sha256 else 'unverified: no base given'})")
 
 
+def cmd_demo(args) -> None:
+    import torch
+
+    from zoo.bitdelta.data import ByteTokenizer, get_tokenizer
+    from zoo.bitdelta.serve import MultiTenantLM
+
+    server = MultiTenantLM.from_repos(args.deltas, base=args.base, with_base=args.with_base)
+    tokenizer = get_tokenizer(args.tokenizer)
+    names = [*args.deltas, *(["base"] if args.with_base else [])]
+    prompt = tokenizer.encode(args.prompt) if isinstance(tokenizer, ByteTokenizer) else \
+        tokenizer(args.prompt, add_special_tokens=False)["input_ids"]
+    ids = torch.tensor([prompt] * len(names))
+    out = server.generate(ids, tenants=list(range(len(names))), max_new_tokens=args.max_new_tokens,
+                          do_sample=False, pad_token_id=0)
+    print(f"one base, {len(names)} tenants in one batch; prompt: {args.prompt!r}")
+    for name, row in zip(names, out):
+        print(f"--- {name}\n{args.prompt}{tokenizer.decode(row[len(prompt):].tolist())}")
+
+
 def cmd_make_data(args) -> None:
     from zoo.bitdelta.corpora import make_corpora
 
@@ -194,6 +213,15 @@ def register_cli(commands, convert) -> None:
     p.add_argument("--token")
     p.add_argument("--private", action="store_true")
     p.set_defaults(func=cmd_publish)
+
+    p = sub.add_parser("demo", help="serve several deltas (and the base) in one multi-tenant batch; print each text")
+    p.add_argument("deltas", nargs="+", help="delta repos sharing one base: zoo names or folders")
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--with-base", action="store_true", help="also run the base itself as a tenant")
+    p.add_argument("--base", help="load this base instead of the one the deltas name")
+    p.add_argument("--tokenizer", default="bytes", help="'bytes' (the zoo's byte-level family) or a tokenizer folder/repo")
+    p.add_argument("--max-new-tokens", type=int, default=80)
+    p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("make-data", help="write the base / austen / milton text corpora of the zoo's BitDelta family")
     p.add_argument("--out", required=True, help="output folder, e.g. data/bitdelta/corpora")

@@ -36,8 +36,12 @@ class MultiTenantLM(nn.Module):
 
     @classmethod
     def from_repos(cls, deltas: Sequence[str | os.PathLike], *, base: str | os.PathLike | nn.Module | None = None,
-                   verify_base: bool = True, device: str | torch.device = "cpu") -> "MultiTenantLM":
-        """Load delta repos (zoo names or folders) that share one base; the base is loaded once."""
+                   verify_base: bool = True, device: str | torch.device = "cpu",
+                   with_base: bool = False) -> "MultiTenantLM":
+        """Load delta repos (zoo names or folders) that share one base; the base is loaded once.
+
+        ``with_base=True`` adds the base itself as the last tenant (a delta with zero scales that carries nothing).
+        """
         from zoo.loading import resolve_repo
 
         loaded = [BitDelta.load(resolve_repo(d)) for d in deltas]
@@ -47,6 +51,9 @@ class MultiTenantLM(nn.Module):
         if len(names) > 1:
             raise ValueError(f"the deltas name different bases ({sorted(map(str, names))}); one server shares one base")
         first = loaded[0]
+        if with_base:
+            loaded.append(BitDelta(masks=first.masks, scales={n: torch.zeros(()) for n in first.scales},
+                                   shapes=first.shapes, **first.identity()))
         folder = resolve_repo(deltas[0])
         model = load_model(base if base is not None else first.base, revision=first.base_revision,
                            dtype=first.base_dtype, device=device, relative_to=folder)
@@ -56,10 +63,17 @@ class MultiTenantLM(nn.Module):
         with use_tenants(self.model, tenants):
             return self.model(*args, **kwargs)
 
+    def _generator(self) -> nn.Module:
+        """The module with ``.generate``: the model itself, or the HF model inside a zoo module."""
+        for module in self.model.modules():
+            if callable(getattr(module, "generate", None)):
+                return module
+        raise ValueError(f"{type(self.model).__name__} has no generate(); it is not a causal LM")
+
     @torch.no_grad()
     def generate(self, input_ids: torch.Tensor, *, tenants: torch.Tensor | Sequence[int], **kwargs) -> torch.Tensor:
         """``model.generate`` with row i decoded by tenant ``tenants[i]`` (rows keep their order: no beam search)."""
         if kwargs.get("num_beams", 1) != 1:
             raise ValueError("multi-tenant generation keeps one row per request; beam search (num_beams > 1) reorders rows")
         with use_tenants(self.model, tenants):
-            return self.model.generate(input_ids, **kwargs)
+            return self._generator().generate(input_ids, **kwargs)
