@@ -284,6 +284,7 @@ class RDM(nn.Module):
         self.config = config
         self.denoiser = SimpleMLP(config)
         self.class_embed = nn.Embedding(config.n_classes, config.context_channels)
+        self.class_embed.requires_grad_(config.use_context)  # unused by unconditional models (DDP would object)
         self.schedule = DiffusionSchedule(config.timesteps, config.linear_start, config.linear_end)
 
     def context(self, labels: torch.Tensor) -> torch.Tensor | None:
