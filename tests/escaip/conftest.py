@@ -53,3 +53,16 @@ def one_thread(monkeypatch):
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def emt_data(tmp_path_factory):
+    """16 EMT-labelled Langevin MD frames of two metal slabs with adsorbates, made by make-data."""
+    from zoo.escaip.make_data import make_data, plan_jobs
+
+    out = tmp_path_factory.mktemp("emt_data")
+    jobs = plan_jobs([], ["cu111_o", "ni111_n"], [600.0], seeds=1, frames=8, slab_frames=8, stride=2,
+                     segment_frames=4)
+    result = make_data(out, jobs, workers=1)
+    assert result == {"frames": 16, "total": 16, "errors": {}}
+    return out

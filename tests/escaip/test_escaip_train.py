@@ -13,16 +13,6 @@ from zoo.escaip.module import EScAIPModule
 TINY = {"preset": "tiny", "max_num_elements": 30}
 
 
-@pytest.fixture(scope="module")
-def emt_data(tmp_path_factory):
-    out = tmp_path_factory.mktemp("emt_data")
-    jobs = plan_jobs([], ["cu111_o", "ni111_n"], [600.0], seeds=1, frames=8, slab_frames=8, stride=2,
-                     segment_frames=4)
-    result = make_data(out, jobs, workers=1)
-    assert result == {"frames": 16, "total": 16, "errors": {}}
-    return out
-
-
 def test_make_data_is_resumable_and_labelled(emt_data):
     segments = sorted(emt_data.glob("emt/*/*/seg_*.extxyz"))
     assert len(segments) == 4 and (emt_data / "manifest.json").exists()
