@@ -89,6 +89,13 @@ def test_causal_lm_trains_loads_and_carries_a_delta(tmp_path):
         for key, value in delta.params.items():
             reference.get_parameter(key).copy_(value)
         torch.testing.assert_close(model(input_ids=ids).logits, reference(input_ids=ids).logits, rtol=0, atol=1e-5)
+    # the delta of a zoo model trains with the zoo model's own steps (and their logging)
+    trainer = L.Trainer(max_steps=2, accelerator="cpu", logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,
+                        val_check_interval=1, limit_val_batches=1)
+    trainer.fit(model, datamodule=TextDataModule(train=str(text), val=str(text), max_length=32))
+    assert {"train_loss", "val_loss"} <= set(trainer.callback_metrics)
+    assert any(model.to_delta().scales[n].item() != delta.scales[n].item() for n in delta.modules)
 
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes" / "bitdelta"

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -239,9 +240,18 @@ class BitDeltaModule(ZooModule):
     def forward(self, *args, **kwargs):
         return self.model(*args, **kwargs)
 
+    def _inner_step(self, hook: str, batch, batch_idx):
+        """Run a zoo base module's own step; its ``self.log`` goes through our trainer."""
+        inner = self.model
+        inner._trainer, inner._current_fx_name = self._trainer, self._current_fx_name
+        try:
+            return getattr(inner, hook)(batch, batch_idx)
+        finally:
+            inner._trainer, inner._current_fx_name = None, None
+
     def training_step(self, batch, batch_idx):
-        if hasattr(self.model, "training_step"):  # a zoo base module knows its own loss
-            return self.model.training_step(batch, batch_idx)
+        if isinstance(self.model, L.LightningModule):  # a zoo base module knows its own loss
+            return self._inner_step("training_step", batch, batch_idx)
         inputs = _as_inputs(batch)
         loss = causal_lm_loss(model_logits(self.model, inputs), inputs["input_ids"], inputs.get("attention_mask"))
         self.log("train_loss", loss, prog_bar=True)
@@ -253,6 +263,8 @@ class BitDeltaModule(ZooModule):
                 layer.refresh_merged()
 
     def validation_step(self, batch, batch_idx):
+        if isinstance(self.model, L.LightningModule):
+            return self._inner_step("validation_step", batch, batch_idx)
         inputs = _as_inputs(batch)
         loss = causal_lm_loss(model_logits(self.model, inputs), inputs["input_ids"], inputs.get("attention_mask"))
         self.log("val_loss", loss, prog_bar=True)
