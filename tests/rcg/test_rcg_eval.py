@@ -97,3 +97,16 @@ def test_fid_with_the_inception_network(pipeline, inception, image_folder):
     result = evaluate_fid(pipeline, n=4, batch_size=4, ref_images=str(image_folder / "val"), features=inception,
                           rdm_steps=5, steps=3)
     assert np.isfinite(result["fid"]) and result["fid"] > 0
+
+
+@pytest.mark.slow
+def test_cli_ref_stats_and_eval(converted, image_folder, tmp_path):
+    import json
+
+    from test_rcg_pipeline import rcg_cli
+
+    rcg_cli(["rcg", "ref-stats", str(image_folder / "val"), "--out", str(tmp_path / "ref.npz")])
+    rcg_cli(["rcg", "eval", str(converted["pipeline"]), "--n", "4", "--batch-size", "4", "--ref-stats",
+             str(tmp_path / "ref.npz"), "--rdm-steps", "5", "--steps", "3", "--out", str(tmp_path / "fid.json")])
+    result = json.loads((tmp_path / "fid.json").read_text())
+    assert result["fid"] > 0 and result["num_samples"] == 4 and result["rdm_steps"] == 5

@@ -121,3 +121,12 @@ def test_pipeline_from_trained_stages(converted, pipeline):
     reference = pipeline.state_dict()
     assert set(assembled.state_dict()) == set(reference)
     assert all(torch.equal(v, reference[k]) for k, v in assembled.state_dict().items())
+
+
+def test_cli_reconstruct(converted, image_folder, tmp_path):
+    from PIL import Image
+
+    out = tmp_path / "rec.png"
+    images = sorted((image_folder / "val").rglob("*.png"))[:2]  # 40x40: resized and centre-cropped to 32x32
+    rcg_cli(["rcg", "reconstruct", str(converted["pipeline"]), *map(str, images), "--out", str(out), "--steps", "3"])
+    assert Image.open(out).size == (2 * 32 + 3 * 2, 2 * 32 + 3 * 2)  # inputs over generations

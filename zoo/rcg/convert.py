@@ -102,10 +102,6 @@ def detect_kind(ckpt: dict[str, Any]) -> str:
     raise ValueError(f"unrecognised checkpoint: keys start {sorted(sd)[:5]}; expected MoCo v3, RDM, MAGE or VQGAN")
 
 
-def _strip(sd: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
-    return {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
-
-
 def _fix_vit_names(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     out = {}
     for key, value in sd.items():

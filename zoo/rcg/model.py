@@ -166,12 +166,6 @@ class RDMConfig:
     linear_end: float = 0.0195
 
 
-RDM_CONFIGS: dict[str, dict[str, Any]] = {  # config/rdm/mocov3vit{b,l}_simplemlp_l12_w1536[_classcond].yaml
-    "rdm_simplemlp_l12_w1536": dict(),
-    "rdm_simplemlp_l12_w1536_classcond": dict(use_context=True, n_classes=1000),
-}
-
-
 def timestep_embedding(t: torch.Tensor, dim: int, max_period: float = 10000.0) -> torch.Tensor:
     """Sinusoidal embedding of raw integer timesteps (B,) -> (B, dim), cos first."""
     half = dim // 2
