@@ -1,6 +1,4 @@
 import json
-import subprocess
-import sys
 import zipfile
 
 import pytest
@@ -50,15 +48,14 @@ def test_upstream_converter_on_an_official_style_zip(fixtures_dir, tmp_path, mon
     assert (out - torch.from_numpy(io["log_probs"])).abs().max().item() <= 1e-5
 
 
-def test_cli_convert_and_board(fixtures_dir, tmp_path):
-    run = lambda *a: subprocess.run([sys.executable, "-m", "zoo.cli", *a], capture_output=True, text=True)  # noqa: E731
+def test_cli_convert_and_board(fixtures_dir, tmp_path, capsys):
+    from zoo.cli import main
+
     out = tmp_path / "repo"
-    r = run("convert", "chess", str(fixtures_dir / "model_av_tiny" / "params.npz"), "--out", str(out), "--num-heads", "4")
-    assert r.returncode == 0, r.stderr
-    assert "102,816 parameters" in r.stdout
+    assert main(["convert", "chess", str(fixtures_dir / "model_av_tiny" / "params.npz"), "--out", str(out), "--num-heads", "4"]) == 0
+    assert "102,816 parameters" in capsys.readouterr().out
     assert json.loads((out / "config.json").read_text())["hparams"]["num_heads"] == 4
-    r = run("chess", "board", str(out), "--out", str(tmp_path / "b.svg"), "--fen", "4k3/8/8/8/8/8/4P3/4K3 w - - 0 1")
-    assert r.returncode == 0, r.stderr
+    assert main(["chess", "board", str(out), "--out", str(tmp_path / "b.svg"), "--fen", "4k3/8/8/8/8/8/4P3/4K3 w - - 0 1"]) == 0
     assert (tmp_path / "b.svg").read_text().startswith("<svg")
-    r = run("chess", "board", str(out), "--fen", "not a fen")
-    assert r.returncode == 2 and "error" in r.stderr
+    assert main(["chess", "board", str(out), "--fen", "not a fen"]) == 2
+    assert "error" in capsys.readouterr().err

@@ -36,6 +36,7 @@ def test_action_value_engine_matches_official(tiny_av):
 
 def test_batched_equals_single_position(tiny_av):
     _, boards = _boards()
+    boards = boards[:2] + boards[-2:]
     together = tiny_av.engine(batch_size=4096).analyse_many(boards)
     for board, analysis in zip(boards, together):
         alone = tiny_av.engine(batch_size=1).analyse(board)

@@ -101,6 +101,7 @@ def test_elo_difference():
         elo_difference(0, 0, 0)
 
 
+@pytest.mark.slow
 def test_match_against_stockfish_writes_pgn(tiny_av, tmp_path):
     from zoo.chess.make_data import default_book
 
@@ -118,3 +119,24 @@ def test_match_against_stockfish_writes_pgn(tiny_av, tmp_path):
         for move in game.mainline_moves():
             assert move in board.legal_moves
             board.push(move)
+
+
+def test_simple_opponents():
+    from zoo.chess.evaluate import MaterialGreedy, RandomMover
+
+    greedy = MaterialGreedy(seed=1)
+    hanging_queen = chess.Board("4k3/8/8/3q4/8/8/3R4/4K3 w - - 0 1")
+    assert greedy.play(hanging_queen).uci() == "d2d5"
+    mate_in_one = chess.Board("6k1/5ppp/8/8/8/8/8/R5K1 w - - 0 1")
+    assert greedy.play(mate_in_one).uci() == "a1a8"
+    board = chess.Board()
+    assert RandomMover(seed=3).play(board) == RandomMover(seed=3).play(board)
+    assert RandomMover(seed=3).play(board) in board.legal_moves
+
+
+def test_match_against_random_mover(tiny_av, tmp_path):
+    from zoo.chess.evaluate import RandomMover
+
+    result = play_match(tiny_av.engine(), RandomMover(seed=0), games=2, max_plies=12, pgn_path=tmp_path / "r.pgn")
+    assert result.wins + result.draws + result.losses == 2
+    assert (tmp_path / "r.pgn").read_text().count("[Event \"zoo-chess vs random mover\"]") == 2

@@ -53,6 +53,7 @@ def test_other_policies_train_from_scratch(policy, generated_data):
     assert "val_loss" in trainer.callback_metrics
 
 
+@pytest.mark.slow  # spawns two processes (~30 s idle, minutes on a busy machine)
 def test_ddp_spawn_two_cpu_processes(tiny_av_dir, generated_data, tmp_path):
     model = zoo.load(tiny_av_dir)
     before = {k: v.clone() for k, v in model.state_dict().items()}

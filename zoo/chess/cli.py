@@ -61,11 +61,12 @@ def cmd_puzzles(args) -> None:
 
 
 def cmd_match(args) -> None:
-    from zoo.chess.evaluate import play_match
+    from zoo.chess.evaluate import MaterialGreedy, RandomMover, play_match
     from zoo.chess.make_data import default_book
 
+    opponent = {"random": RandomMover, "greedy": MaterialGreedy}.get(args.opponent)
     result = play_match(
-        _engine(args), games=args.games, stockfish=args.stockfish, skill_level=args.skill, nodes=args.nodes, depth=args.depth,
+        _engine(args), opponent(args.seed) if opponent else None, games=args.games, stockfish=args.stockfish, skill_level=args.skill, nodes=args.nodes, depth=args.depth,
         book=None if args.book == "none" else (args.book or default_book()), opening_plies=args.opening_plies,
         max_plies=args.max_plies, seed=args.seed, pgn_path=args.pgn, name=args.name, progress=True,
     )
@@ -155,8 +156,9 @@ def register_cli(commands, convert) -> None:
     p.add_argument("--json")
     p.set_defaults(func=cmd_puzzles)
 
-    p = sub.add_parser("match", help="play Stockfish; write PGN; report score and Elo difference")
+    p = sub.add_parser("match", help="play Stockfish (or a random / material-greedy mover); write PGN; report score and Elo")
     _model_args(p)
+    p.add_argument("--opponent", choices=("stockfish", "random", "greedy"), default="stockfish")
     p.add_argument("--games", type=int, default=10)
     p.add_argument("--skill", type=int, default=0, help="Stockfish Skill Level (0-20)")
     p.add_argument("--nodes", type=int, default=1000, help="Stockfish node limit per move")

@@ -35,6 +35,9 @@ __all__ = [
     "elo_difference",
     "play_match",
     "MatchResult",
+    "RandomMover",
+    "MaterialGreedy",
+    "StockfishPlayer",
 ]
 
 _LN2 = math.log(2)
@@ -251,8 +254,70 @@ def _opening(book: str | None, plies: int, rng: random.Random) -> list[chess.Mov
     return list(board.move_stack)
 
 
+# ----------------------------------------------------------------------------- opponents
+
+_PIECE_VALUES = {chess.PAWN: 1, chess.KNIGHT: 3, chess.BISHOP: 3, chess.ROOK: 5, chess.QUEEN: 9, chess.KING: 0}
+
+
+class RandomMover:
+    """Plays a uniformly random legal move (seeded)."""
+
+    def __init__(self, seed: int = 0):
+        self.rng = random.Random(seed)
+        self.name = "random mover"
+
+    def play(self, board: chess.Board) -> chess.Move:
+        return self.rng.choice(sorted(board.legal_moves, key=lambda m: m.uci()))
+
+
+class MaterialGreedy:
+    """One-ply greedy: mates if it can, else maximises its material balance after the move (random ties)."""
+
+    def __init__(self, seed: int = 0):
+        self.rng = random.Random(seed)
+        self.name = "material-greedy (1 ply)"
+
+    @staticmethod
+    def material(board: chess.Board, color: chess.Color) -> int:
+        return sum(_PIECE_VALUES[p.piece_type] * (1 if p.color == color else -1) for p in board.piece_map().values())
+
+    def play(self, board: chess.Board) -> chess.Move:
+        me = board.turn
+        scored = []
+        for move in sorted(board.legal_moves, key=lambda m: m.uci()):
+            board.push(move)
+            score = math.inf if board.is_checkmate() else self.material(board, me)
+            board.pop()
+            scored.append((score, move))
+        best = max(s for s, _ in scored)
+        return self.rng.choice([m for s, m in scored if s == best])
+
+
+class StockfishPlayer:
+    """Stockfish at a Skill Level and node/depth limit (call ``close`` when done, or use as a context)."""
+
+    def __init__(self, path: str = "/usr/games/stockfish", *, skill_level: int | None = 0, nodes: int | None = 1000, depth: int | None = None):
+        self.engine = chess.engine.SimpleEngine.popen_uci(path)
+        self.engine.configure({"Threads": 1, **({"Skill Level": skill_level} if skill_level is not None else {})})
+        self.limit = chess.engine.Limit(nodes=nodes, depth=depth)
+        self.name = f"Stockfish (skill {skill_level}, nodes {nodes}, depth {depth})"
+
+    def play(self, board: chess.Board) -> chess.Move:
+        return self.engine.play(board, self.limit).move
+
+    def close(self) -> None:
+        self.engine.quit()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def play_match(
     engine: ChessEngine,
+    opponent=None,
     *,
     games: int = 10,
     stockfish: str = "/usr/games/stockfish",
@@ -267,47 +332,46 @@ def play_match(
     name: str = "zoo-chess",
     progress: bool = False,
 ) -> MatchResult:
-    """Play ``games`` games vs Stockfish (Skill Level / node / depth limit) in colour-swapped pairs from
-    opening-book starts. A game ends at checkmate, stalemate, insufficient material, a claimable
-    threefold or fifty-move draw, or ``max_plies`` (a draw). Writes all games to ``pgn_path`` if given."""
+    """Play ``games`` games vs ``opponent`` (anything with ``play(board) -> Move`` and a ``name``; default:
+    Stockfish at ``skill_level`` / ``nodes`` / ``depth``) in colour-swapped pairs from opening-book starts.
+    A game ends at checkmate, stalemate, insufficient material, a claimable threefold or fifty-move draw, or
+    ``max_plies`` (a draw). Writes all games to ``pgn_path`` if given."""
+    if opponent is None:
+        with StockfishPlayer(stockfish, skill_level=skill_level, nodes=nodes, depth=depth) as sf:
+            return play_match(engine, sf, games=games, book=book, opening_plies=opening_plies, max_plies=max_plies,
+                              seed=seed, pgn_path=pgn_path, name=name, progress=progress)
     from tqdm.auto import tqdm
 
     from zoo._io import write_text_atomic
 
     rng = random.Random(seed)
     result = MatchResult()
-    limit = chess.engine.Limit(nodes=nodes, depth=depth)
-    with chess.engine.SimpleEngine.popen_uci(stockfish) as sf:
-        sf.configure({"Threads": 1, **({"Skill Level": skill_level} if skill_level is not None else {})})
-        opening: list[chess.Move] = []
-        for g in tqdm(range(games), desc="games", disable=not progress):
-            if g % 2 == 0:
-                opening = _opening(book, opening_plies, rng)
-            model_white = g % 2 == 0
-            board = chess.Board()
-            for move in opening:
-                board.push(move)
-            while not board.is_game_over(claim_draw=True) and len(board.move_stack) < max_plies:
-                if board.turn == (chess.WHITE if model_white else chess.BLACK):
-                    board.push(engine.play(board))
-                else:
-                    board.push(sf.play(board, limit).move)
-            outcome = board.outcome(claim_draw=True)
-            winner = outcome.winner if outcome else None
-            if winner is None:
-                result.draws += 1
-                text = "1/2-1/2"
-            else:
-                result.wins += winner == model_white
-                result.losses += winner != model_white
-                text = "1-0" if winner == chess.WHITE else "0-1"
-            game = chess.pgn.Game.from_board(board)
-            sf_name = f"Stockfish (skill {skill_level}, nodes {nodes}, depth {depth})"
-            game.headers.update({"Event": f"{name} vs Stockfish", "Round": str(g + 1), "Result": text,
-                                 "White": name if model_white else sf_name, "Black": sf_name if model_white else name})
-            if outcome is None:
-                game.headers["Termination"] = f"adjudicated draw after {max_plies} plies"
-            result.games.append(str(game))
+    opening: list[chess.Move] = []
+    for g in tqdm(range(games), desc="games", disable=not progress):
+        if g % 2 == 0:
+            opening = _opening(book, opening_plies, rng)
+        model_white = g % 2 == 0
+        board = chess.Board()
+        for move in opening:
+            board.push(move)
+        while not board.is_game_over(claim_draw=True) and len(board.move_stack) < max_plies:
+            player = engine if board.turn == (chess.WHITE if model_white else chess.BLACK) else opponent
+            board.push(player.play(board))
+        outcome = board.outcome(claim_draw=True)
+        winner = outcome.winner if outcome else None
+        if winner is None:
+            result.draws += 1
+            text = "1/2-1/2"
+        else:
+            result.wins += winner == model_white
+            result.losses += winner != model_white
+            text = "1-0" if winner == chess.WHITE else "0-1"
+        game = chess.pgn.Game.from_board(board)
+        game.headers.update({"Event": f"{name} vs {opponent.name}", "Round": str(g + 1), "Result": text,
+                             "White": name if model_white else opponent.name, "Black": opponent.name if model_white else name})
+        if outcome is None:
+            game.headers["Termination"] = f"adjudicated draw after {max_plies} plies"
+        result.games.append(str(game))
     if pgn_path is not None:
         write_text_atomic(pgn_path, "\n\n".join(result.games) + "\n")
     return result
