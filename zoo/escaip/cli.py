@@ -9,13 +9,12 @@ def register_cli(commands, convert) -> None:
     p = commands.add_parser("escaip", help="EScAIP interatomic potentials: data generation, symmetry report")
     sub = p.add_subparsers(dest="escaip_command", metavar="COMMAND", required=True)
 
-    from zoo.escaip.make_data import MOLECULES, SLABS
-
     d = sub.add_parser("make-data", help="Langevin MD labelled with GFN2-xTB (molecules) and EMT (metal slabs)",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     d.add_argument("out", help="output folder (rerun the same command to resume)")
-    d.add_argument("--molecules", nargs="*", default=sorted(MOLECULES), help=f"from {sorted(MOLECULES)}")
-    d.add_argument("--slabs", nargs="*", default=sorted(SLABS), help=f"from {sorted(SLABS)}")
+    d.add_argument("--molecules", nargs="*", help="molecule names (default: all; `--molecules` alone: none)")
+    d.add_argument("--slabs", nargs="*", help="slab names (default: all; `--slabs` alone: none)")
+    d.add_argument("--list", action="store_true", help="list the molecules and slabs, then exit")
     d.add_argument("--temperatures", nargs="+", type=float, default=[300.0, 500.0, 800.0])
     d.add_argument("--seeds", type=int, default=2, help="trajectories per system and temperature")
     d.add_argument("--frames", type=int, default=300, help="frames per molecule trajectory")
@@ -45,9 +44,18 @@ def register_cli(commands, convert) -> None:
 
 
 def _make_data(args) -> None:
-    from zoo.escaip.make_data import make_data, plan_jobs
+    from zoo.escaip.make_data import MOLECULES, SLABS, make_data, plan_jobs
 
-    jobs = plan_jobs(args.molecules, args.slabs, args.temperatures, args.seeds, args.frames, args.slab_frames,
+    if args.list:
+        print("molecules (GFN2-xTB):", " ".join(sorted(MOLECULES)))
+        print("slabs (EMT):", " ".join(sorted(SLABS)))
+        return
+    molecules = sorted(MOLECULES) if args.molecules is None else args.molecules
+    slabs = sorted(SLABS) if args.slabs is None else args.slabs
+    unknown = sorted(set(molecules) - set(MOLECULES)) + sorted(set(slabs) - set(SLABS))
+    if unknown:
+        raise ValueError(f"unknown systems {unknown}; see `zoo escaip make-data OUT --list`")
+    jobs = plan_jobs(molecules, slabs, args.temperatures, args.seeds, args.frames, args.slab_frames,
                      args.stride, args.segment_frames)
     if not jobs:
         raise ValueError("nothing to do: give at least one molecule or slab")
