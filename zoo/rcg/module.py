@@ -190,7 +190,7 @@ class MocoV3Module(_RCGStage):
     def _contrastive(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         q, k = F.normalize(q, dim=1), F.normalize(k, dim=1)
         offset = 0
-        if self.trainer is not None and self.trainer.world_size > 1:
+        if self._trainer is not None and self._trainer.world_size > 1:
             k = self.all_gather(k).flatten(0, 1)
             offset = q.shape[0] * self.global_rank
         logits = q @ k.t() / self.hparams.temperature
@@ -209,7 +209,7 @@ class MocoV3Module(_RCGStage):
 
     @torch.no_grad()
     def _momentum_update(self) -> None:
-        total = max(1, int(self.trainer.estimated_stepping_batches)) if self.trainer is not None else 1
+        total = max(1, int(self._trainer.estimated_stepping_batches)) if self._trainer is not None else 1
         m0 = self.hparams.momentum
         m = 1.0 - 0.5 * (1.0 + math.cos(math.pi * self.global_step / total)) * (1.0 - m0)  # cosine m0 -> 1
         for pk, pq in zip(self.momentum_encoder.parameters(), self.encoder.parameters(), strict=True):
