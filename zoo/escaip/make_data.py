@@ -174,15 +174,12 @@ class Job:
 
 def plan_jobs(molecules, slabs, temperatures, seeds: int, frames: int, slab_frames: int, stride: int,
               segment_frames: int) -> list[Job]:
+    """Seed-major order: a run stopped early still covers every system and temperature."""
     jobs = []
-    for name in molecules:
+    for s in range(seeds):
         for t in temperatures:
-            for s in range(seeds):
-                jobs.append(Job("xtb", name, float(t), s, frames, stride, 0.5, segment_frames))
-    for name in slabs:
-        for t in temperatures:
-            for s in range(seeds):
-                jobs.append(Job("emt", name, float(t), s, slab_frames, stride, 1.0, segment_frames))
+            jobs += [Job("xtb", name, float(t), s, frames, stride, 0.5, segment_frames) for name in molecules]
+            jobs += [Job("emt", name, float(t), s, slab_frames, stride, 1.0, segment_frames) for name in slabs]
     return jobs
 
 
