@@ -74,7 +74,8 @@ def batch_of(systems):
     return pos, cell, pbc, natoms
 
 
-def test_cell_list_equals_all_pairs_on_varied_systems():
+@pytest.mark.parametrize("soft", [True, False], ids=["soft", "hard"])
+def test_cell_list_equals_all_pairs_on_varied_systems(soft):
     systems = [
         random_system(0, 40, [[9.0, 0, 0], [2.5, 8.0, 0], [1.0, 1.5, 8.5]], [True] * 3),  # triclinic bulk
         random_system(1, 30, [[7.0, 0, 0], [0, 7.0, 0], [0, 0, 20.0]], [True, True, False]),  # slab-like
@@ -82,7 +83,7 @@ def test_cell_list_equals_all_pairs_on_varied_systems():
         random_system(3, 2, [[2.0, 0, 0], [0, 2.2, 0], [0.3, 0, 2.1]], [True] * 3),  # tiny cell, many images
     ]
     pos, cell, pbc, natoms = batch_of(systems)
-    cfg = dict(max_radius=4.0, knn_k=12, knn_pad_size=40, knn_soft=True, knn_sigmoid_scale=0.2,
+    cfg = dict(max_radius=4.0, knn_k=12, knn_pad_size=40, knn_soft=soft, knn_sigmoid_scale=0.2,
                knn_lse_scale=0.1, knn_use_low_mem=True, use_pbc=True)
     fast = build_graph(pos, cell, pbc, natoms, GraphConfig(**cfg, neighbor_search="cell_list"))
     slow = build_graph(pos, cell, pbc, natoms, GraphConfig(**cfg, neighbor_search="all_pairs"))
