@@ -151,3 +151,33 @@ def test_vq_loss_is_the_legacy_form():
     z_q = vq.lookup(vq.codes(z), (2, 2))
     # d loss / d z comes from the commitment term only, with weight 1 (legacy): 2 (z - z_q) / numel
     assert torch.allclose(z.grad, 2 * (z - z_q).detach() / z.numel(), atol=1e-6)
+
+
+def test_upstream_entry_downloads_converts_and_caches(tmp_path):
+    """An upstream entry like rcg-imagenet256, served from a loopback HTTP server: first load downloads the
+    official files (unpinned: trust on first use), converts them, later loads reuse the converted repo."""
+    import functools
+    import http.server
+    import threading
+
+    from zoo.registry import FileSpec, ModelEntry, register_model
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(FIXTURES))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        entry = zoo.registry.get_entry("rcg-imagenet256")
+        files = (FileSpec("mage-vitl.pth", None, None, f"{url}/mage_tiny/mage_ckpt.pth"),
+                 FileSpec("rdm-mocov3vitl.pth", None, None, f"{url}/rdm_tiny/rdm_ckpt.pth"))
+        register_model(ModelEntry(**{**entry.__dict__, "name": "rcg-tiny-loopback", "files": files,
+                                     "architecture": TINY, "defaults": {"cfg": 1.5, "steps": 3, "rdm_steps": 4}}))
+        model = zoo.load("rcg-tiny-loopback")
+        assert model.sampling_defaults["cfg"] == 1.5
+        images = model.sample(2, seed=3)
+        server.shutdown()  # converted and cached: no network needed any more
+        again = zoo.load("rcg-tiny-loopback")
+        assert torch.equal(again.sample(2, seed=3), images)
+    finally:
+        server.shutdown()
