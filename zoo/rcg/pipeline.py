@@ -241,5 +241,5 @@ class RCGPipeline(_RCGStage):
 
     def model_card_fields(self) -> dict[str, Any]:
         fields = super().model_card_fields()
-        fields["tags"] = [*fields["tags"], "unconditional-image-generation", "imagenet"]
+        fields["tags"] = [*fields["tags"], "unconditional-image-generation"]
         return fields
