@@ -56,3 +56,12 @@ def test_failed_write_leaves_no_file(tmp_path):
             writer.write(b"abc")
             raise RuntimeError("interrupted")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_reader_pickles_for_dataloader_workers():
+    import pickle
+
+    reader = BagReader(BAGS / "sample_action_value@2.bag")
+    first = reader[0]  # opens the memory maps
+    clone = pickle.loads(pickle.dumps(reader))
+    assert list(clone) == list(reader) and clone[0] == first

@@ -3,7 +3,6 @@ import sys
 
 import chess
 import chess.engine
-import pytest
 
 from zoo.chess.uci import UCIProtocol, play_terminal, win_prob_to_centipawns
 
