@@ -130,3 +130,13 @@ def test_cli_reconstruct(converted, image_folder, tmp_path):
     images = sorted((image_folder / "val").rglob("*.png"))[:2]  # 40x40: resized and centre-cropped to 32x32
     rcg_cli(["rcg", "reconstruct", str(converted["pipeline"]), *map(str, images), "--out", str(out), "--steps", "3"])
     assert Image.open(out).size == (2 * 32 + 3 * 2, 2 * 32 + 3 * 2)  # inputs over generations
+
+
+def test_cli_sample_class_conditional(converted, tmp_path):
+    out = tmp_path / "cc.png"
+    rcg_cli(["rcg", "sample", str(converted["pipeline_cc"]), "--n", "2", "--labels", "3", "--out", str(out),
+             "--rdm-steps", "4", "--steps", "2"])
+    assert out.exists()
+    with pytest.raises(ValueError, match="1 or --n"):
+        rcg_cli(["rcg", "sample", str(converted["pipeline_cc"]), "--n", "3", "--labels", "1,2", "--out",
+                 str(tmp_path / "x.png")])

@@ -33,9 +33,25 @@ def save_grid(images, path: str | Path, nrow: int | None = None) -> None:
         save_image(images.float().clamp(0, 1).cpu(), str(tmp), nrow=nrow, padding=2, format="png")
 
 
+def _labels(text: str | None, n: int):
+    """'3' (every image of class 3) or '1,2,...' (one class id per image) -> tensor, or None."""
+    if not text:
+        return None
+    import torch
+
+    try:
+        ids = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--labels must be class ids separated by commas, got {text!r}") from None
+    if len(ids) not in (1, n):
+        raise ValueError(f"--labels needs 1 or --n ({n}) class ids, got {len(ids)}")
+    return torch.tensor(ids * n if len(ids) == 1 else ids)
+
+
 def cmd_sample(args) -> None:
     model = _load(args)
-    images = model.sample(args.n, seed=args.seed, batch_size=args.batch_size, progress=True, **_sampling_kwargs(args))
+    images = model.sample(args.n, seed=args.seed, batch_size=args.batch_size, progress=True,
+                          labels=_labels(args.labels, args.n), **_sampling_kwargs(args))
     save_grid(images, args.out, args.nrow)
     print(f"wrote {args.out}: {args.n} samples of {args.name} ({images.shape[-1]}x{images.shape[-2]})")
 
@@ -127,6 +143,7 @@ def register_cli(commands, convert) -> None:
     p.add_argument("--out", default="grid.png")
     p.add_argument("--batch-size", type=int)
     p.add_argument("--nrow", type=int)
+    p.add_argument("--labels", help="class-conditional models: one class id, or one per image (comma-separated)")
     _add_sampling(p)
     p.set_defaults(func=cmd_sample)
 
