@@ -114,7 +114,6 @@ def main() -> None:
                 t_unmerged = timed(lambda: server(input_ids=ids, tenants=tenants), device, args.repeats)
                 t_merged = timed(lambda: [m(input_ids=ids[i : i + 1]) for i, m in enumerate(merged)], device, args.repeats)
             rows.append((n, seq, mem_unmerged, mem_merged, t_unmerged, t_merged))
-        del server, merged
 
     header = ("N", "seq", "multi-tenant MiB", "N merged MiB", "memory ratio", "multi-tenant ms", "N merged ms", "latency ratio")
     print("  ".join(f"{h:>16s}" if i > 1 else f"{h:>4s}" for i, h in enumerate(header)))

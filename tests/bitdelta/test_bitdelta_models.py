@@ -6,11 +6,11 @@ import copy
 import lightning as L
 import pytest
 import torch
-from conftest import FIXTURES
+from conftest import FIXTURES, hf_model
 
 import zoo
 from zoo.bitdelta.delta import compress
-from zoo.bitdelta.model import BitDeltaLinear, TenantSwitch, apply_deltas_, use_tenants
+from zoo.bitdelta.model import TenantSwitch, apply_deltas_, use_tenants
 from zoo.bitdelta.serve import MultiTenantLM
 
 
@@ -109,10 +109,9 @@ def test_multitenant_generation_equals_each_fine_tune(tmp_path, delta_a, delta_b
         assert torch.equal(tokens[row], alone.generate(prompt[row : row + 1], **kwargs)[0])
     with pytest.raises(ValueError, match="beam"):
         server.generate(prompt, tenants=[0, 1], num_beams=2)
-    other = compress(__import__("conftest").hf_model("finetune"), __import__("conftest").hf_model("finetune_b"),
-                     base_name="finetune", progress=False)
+    other = compress(hf_model("finetune"), hf_model("finetune_b"), base_name="finetune", progress=False)
     with pytest.raises(ValueError, match="tenant 0: the base weights do not match"):
-        MultiTenantLM(server.model.__class__.from_pretrained(FIXTURES / "base"), [other])
+        MultiTenantLM(hf_model("base"), [other])
 
 
 def test_lightning_checkpoint_publishes_as_a_delta(tmp_path, delta_a):
