@@ -77,6 +77,7 @@ def test_rdm_schedule_and_ddim_parameters(converted):
     steps = ddim_timesteps(250)
     assert torch.equal(steps, ref["ddim250_timesteps"])
     assert torch.equal(ddim_timesteps(25), ref["ddim25_timesteps"])
+    assert len(ddim_timesteps(30)) == 31 and ddim_timesteps(30)[-1] == 991  # range(0, 1000, 33) + 1
     alphas, alphas_prev, sigmas = ddim_parameters(schedule.alphas_cumprod, steps, eta=1.0)
     assert max_err(alphas, ref["ddim250_alphas"]) == 0.0
     assert max_err(alphas_prev, ref["ddim250_alphas_prev"]) == 0.0

@@ -303,11 +303,12 @@ class RDM(nn.Module):
 
 
 def ddim_timesteps(num_steps: int, timesteps: int = 1000) -> torch.Tensor:
-    """Official 'uniform' DDIM steps, shifted by one: [0, c, 2c, ...] + 1 with c = T // S."""
+    """Official 'uniform' DDIM steps, shifted by one: range(0, T, c) + 1 with c = T // S (so S values when S
+    divides T, a few more otherwise, e.g. 31 for S = 30, as in the official sampler)."""
     if not 1 <= num_steps <= timesteps:
         raise ValueError(f"rdm_steps must be in [1, {timesteps}], got {num_steps}")
     c = timesteps // num_steps
-    return torch.arange(0, timesteps, c)[:num_steps] + 1
+    return torch.arange(0, timesteps, c) + 1
 
 
 def ddim_parameters(alphas_cumprod: torch.Tensor, steps: torch.Tensor, eta: float):
@@ -332,7 +333,7 @@ def ddim_sample(denoiser: SimpleMLP, schedule: DiffusionSchedule, x_T: torch.Ten
         context = context.to(weight_dtype)
     x = x_T.float()
     b = x.shape[0]
-    indices = range(num_steps - 1, -1, -1)
+    indices = range(len(steps) - 1, -1, -1)
     if progress:
         from tqdm.auto import tqdm
 
