@@ -56,9 +56,12 @@ def signed_matmul(x: torch.Tensor, mask: torch.Tensor, in_features: int, block: 
     The signs are unpacked ``block`` output columns at a time, so at most (in × block) ±1 values exist at once
     and no full-precision delta is ever materialised. Autograd flows to ``x`` (the signs are constants).
     """
-    out_features = mask.shape[1]
+    words, out_features = mask.shape
+    shifts = _SHIFTS.to(mask.device).view(1, -1, 1)
     parts = []
     for start in range(0, out_features, block):
-        bits = unpack_bits(mask[:, start : start + block], in_features)  # (in, blk)
-        parts.append(x @ (bits.to(x.dtype) * 2 - 1))  # (..., blk)
+        bits = mask[:, start : start + block].unsqueeze(1) >> shifts  # (words, 32, blk)
+        bits &= 1
+        signs = bits.view(words * WORD_BITS, -1)[:in_features].to(x.dtype).mul_(2).sub_(1)  # (in, blk), ±1
+        parts.append(x @ signs)  # (..., blk)
     return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
