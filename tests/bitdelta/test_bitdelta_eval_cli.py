@@ -10,7 +10,7 @@ from conftest import FIXTURES
 
 import zoo
 from zoo.bitdelta.data import ByteTokenizer, load_token_rows
-from zoo.bitdelta.evaluate import logit_agreement, perplexity
+from zoo.bitdelta.evaluate import logit_agreement, perplexity, recovered_fraction
 from zoo.cli import main
 
 BASE, FINETUNE = str(FIXTURES / "base"), str(FIXTURES / "finetune")
@@ -34,6 +34,12 @@ def test_perplexity_is_exp_of_the_mean_next_token_nll(models, text_file):
     result = perplexity(models["finetune"], text_file, max_length=32, batch_size=3)
     assert result["tokens"] == rows.shape[0] * 31
     assert result["nll"] == pytest.approx(nll, rel=1e-6) and result["ppl"] == pytest.approx(math.exp(nll), rel=1e-6)
+
+
+def test_recovered_fraction():
+    assert recovered_fraction(2.0, 1.0, 1.05) == pytest.approx(0.95)
+    with pytest.raises(ValueError, match="does not improve"):
+        recovered_fraction(1.0, 1.2, 1.1)
 
 
 def test_logit_agreement(models, delta_a, logits):
@@ -62,6 +68,10 @@ def test_cli_compress_eval_publish_convert(tmp_path, text_file, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["bitdelta"]["tokens"] == report["finetune"]["tokens"] > 0
     assert report["agreement"]["top1"] > 0.5 and report["agreement"]["mse"] > 0
+    # on this text the fine-tune (trained on another synthetic language) is worse than the base: no recovery figure
+    assert ("recovered" in report) == (report["finetune"]["nll"] < report["base"]["nll"])
+    assert main(["bitdelta", "eval", str(out), "--text", str(text_file), "--finetune", FINETUNE, "--max-length", "32"]) == 0
+    assert "base" in capsys.readouterr().out
 
     assert main(["bitdelta", "publish", str(out), str(tmp_path / "published")]) == 0
     assert "model.safetensors" in capsys.readouterr().out
@@ -102,3 +112,22 @@ def test_cli_demo_serves_deltas_and_base_in_one_batch(tmp_path, delta_a, delta_b
     prompt = torch.tensor([ByteTokenizer().encode("Once")])
     expected_base = models["base"].generate(prompt, max_new_tokens=6, do_sample=False, pad_token_id=0)[0]
     assert texts[2] == f"base\nOnce{ByteTokenizer().decode(expected_base[4:].tolist())}\n"
+
+
+def test_the_delta_keeps_most_of_the_fine_tune_gain(models, delta_a):
+    """On text of fine-tune A's synthetic language (x[t+1] = 5·x[t] + 3 mod 256, 10 % noise), the 1-bit delta
+    keeps most of what fine-tuning gained over the base."""
+    from zoo.bitdelta.model import apply_deltas_
+    import copy
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.zeros(16, 32, dtype=torch.long)
+    x[:, 0] = torch.randint(0, 256, (16,), generator=g)
+    for t in range(31):
+        noise = torch.rand(16, generator=g) < 0.1
+        x[:, t + 1] = torch.where(noise, torch.randint(0, 256, (16,), generator=g), (5 * x[:, t] + 3) % 256)
+    model = apply_deltas_(copy.deepcopy(models["base"]), [delta_a], merged=True)
+    nll = {name: perplexity(m, x)["nll"] for name, m in (("base", models["base"]), ("finetune", models["finetune"]),
+                                                        ("delta", model))}
+    assert nll["finetune"] < nll["base"] - 0.2
+    assert 0.8 < recovered_fraction(nll["base"], nll["finetune"], nll["delta"]) < 1.0  # measured 0.896

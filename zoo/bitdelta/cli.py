@@ -67,7 +67,7 @@ def cmd_distill(args) -> None:
 
 def cmd_eval(args) -> None:
     from zoo.bitdelta._base import load_model
-    from zoo.bitdelta.evaluate import logit_agreement, perplexity
+    from zoo.bitdelta.evaluate import logit_agreement, perplexity, recovered_fraction
     from zoo.loading import load
 
     kwargs = {"merged": not args.unmerged}
@@ -82,11 +82,18 @@ def cmd_eval(args) -> None:
         finetune = load_model(args.finetune, dtype=model.hparams.base_dtype)
         results["finetune"] = perplexity(finetune, args.text, **opts)
         results["agreement"] = logit_agreement(model, finetune, args.text, **opts)
+        base = load_model(args.base or model.hparams.base, revision=model.hparams.base_revision,
+                          dtype=model.hparams.base_dtype, relative_to=args.delta if Path(args.delta).is_dir() else None)
+        results["base"] = perplexity(base, args.text, **opts)
+        gain = results["base"]["nll"] - results["finetune"]["nll"]
+        if gain > 0:
+            results["recovered"] = recovered_fraction(results["base"]["nll"], results["finetune"]["nll"],
+                                                      results["bitdelta"]["nll"])
     if args.json:
         print(json.dumps(results, indent=2))
         return
     print(f"{'model':10s} {'ppl':>10s} {'nll':>8s} {'tokens':>8s}")
-    for name in ("bitdelta", "finetune"):
+    for name in ("base", "finetune", "bitdelta"):
         if name in results:
             r = results[name]
             print(f"{name:10s} {r['ppl']:10.4f} {r['nll']:8.4f} {r['tokens']:8d}")
@@ -94,6 +101,8 @@ def cmd_eval(args) -> None:
         a = results["agreement"]
         print(f"logit agreement with the fine-tune: mse {a['mse']:.3e}, max |diff| {a['max_abs']:.3e}, "
               f"KL {a['kl']:.3e} nats/token, top-1 {a['top1']:.4f}")
+    if "recovered" in results:
+        print(f"the delta keeps {100 * results['recovered']:.1f}% of the fine-tune's loss improvement over the base")
 
 
 def cmd_publish(args) -> None:

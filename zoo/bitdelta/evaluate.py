@@ -12,7 +12,7 @@ from torch import nn
 from zoo.bitdelta.data import load_token_rows
 from zoo.bitdelta.module import causal_lm_loss, model_logits
 
-__all__ = ["perplexity", "logit_agreement"]
+__all__ = ["perplexity", "logit_agreement", "recovered_fraction"]
 
 
 def _rows(data, tokenizer, max_length: int) -> torch.Tensor:
@@ -66,3 +66,12 @@ def logit_agreement(model: nn.Module, reference: nn.Module, data: str | os.PathL
         n_logits += a.numel()
         n_pos += a.shape[0] * a.shape[1]
     return {"mse": sq / n_logits, "max_abs": max_abs, "kl": kl / n_pos, "top1": top1 / n_pos}
+
+
+def recovered_fraction(nll_base: float, nll_finetune: float, nll_delta: float) -> float:
+    """How much of the fine-tune's loss improvement over the base the delta keeps: 1 = all of it, 0 = none."""
+    gain = nll_base - nll_finetune
+    if gain <= 0:
+        raise ValueError(f"the fine-tune ({nll_finetune:.4f}) does not improve on the base ({nll_base:.4f}) on this text")
+    return (nll_base - nll_delta) / gain
+
