@@ -95,7 +95,6 @@ def test_tiny_model_trains_and_fine_tunes_after_loading(emt_data, tmp_path, forc
     assert any(not torch.equal(before[k], v) for k, v in loaded.state_dict().items() if k.startswith("model."))
 
 
-@pytest.mark.slow  # two spawned interpreters: ~20 s idle, minutes on a loaded box
 def test_training_with_ddp_spawn_on_two_processes(emt_data, tmp_path):
     model = EScAIPModule(backbone=TINY, warmup_steps=1)
     data = EScAIPDataModule(str(emt_data), val_fraction=0.25, max_atoms_per_batch=80)
