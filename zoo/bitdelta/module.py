@@ -225,7 +225,7 @@ class BitDeltaModule(ZooModule):
     def save_pretrained(self, directory: str | os.PathLike, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES,
                         extra_files: dict[str, str | bytes] | None = None) -> list[str]:
         """Write the delta repo (never the base): packed signs, scales, carried tensors, metadata."""
-        keep = {k: self.hparams[k] for k in ("merged", "lr", "weight_decay", "block_size")}
+        keep = {k: self.hparams[k] for k in ("lr", "weight_decay", "block_size")}  # loads merged by default
         names = self.to_delta().save(directory, extra_hparams=keep, max_shard_bytes=max_shard_bytes)
         for name, content in (extra_files or {}).items():
             with atomic_path(Path(directory) / name) as tmp:
