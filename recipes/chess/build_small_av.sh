@@ -12,16 +12,16 @@ PUZZLES="${PYCHESS_PUZZLES:-/usr/share/pychess/learn/puzzles}"  # or: dpkg -x py
 mkdir -p "$RUN/eval"
 
 zoo train recipes/chess/small_cpu.yaml --data.init_args.data_dir="$DATA" --trainer.default_root_dir="$RUN" \
-  --trainer.max_steps="${MAX_STEPS:-4000}"
-CKPT="$(ls -t "$RUN"/lightning_logs/version_*/checkpoints/*.ckpt | head -1)"
+  --trainer.max_steps="${MAX_STEPS:-4000}" --trainer.val_check_interval="${VAL_EVERY:-500}"
+CKPT="$(ls -t "$RUN"/lightning_logs/version_*/checkpoints/last.ckpt | head -1)"
 zoo publish "$CKPT" "$RUN/repo"
 
 zoo chess eval "$RUN/repo" --test-bag "$DATA/test/action_value_data.bag" --json "$RUN/eval/static.json"
-zoo chess puzzles "$RUN/repo" "$PUZZLES/mate_in_2.pgn" "$PUZZLES/mate_in_3.pgn" --json "$RUN/eval/puzzles.json"
+zoo chess puzzles "$RUN/repo" "$PUZZLES/mate_in_2.pgn" "$PUZZLES/mate_in_3.pgn" ${PUZZLE_LIMIT:+--limit $PUZZLE_LIMIT} --json "$RUN/eval/puzzles.json"
 for opponent in random greedy; do
-  zoo chess match "$RUN/repo" --opponent "$opponent" --games 100 --pgn "$RUN/eval/$opponent.pgn" --json "$RUN/eval/$opponent.json"
+  zoo chess match "$RUN/repo" --opponent "$opponent" --games "${GAMES:-100}" --pgn "$RUN/eval/$opponent.pgn" --json "$RUN/eval/$opponent.json"
 done
 for skill in 0 3; do
-  zoo chess match "$RUN/repo" --skill "$skill" --nodes 1000 --games 100 --pgn "$RUN/eval/sf$skill.pgn" --json "$RUN/eval/sf$skill.json"
+  zoo chess match "$RUN/repo" --skill "$skill" --nodes 1000 --games "${GAMES:-100}" --pgn "$RUN/eval/sf$skill.pgn" --json "$RUN/eval/sf$skill.json"
 done
 echo "results in $RUN/eval; write the model card from them, then: zoo publish $RUN/repo hub/chess-small-av --card CARD.yaml"

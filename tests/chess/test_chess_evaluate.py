@@ -139,4 +139,6 @@ def test_match_against_random_mover(tiny_av, tmp_path):
 
     result = play_match(tiny_av.engine(), RandomMover(seed=0), games=2, max_plies=12, pgn_path=tmp_path / "r.pgn")
     assert result.wins + result.draws + result.losses == 2
+    summary = result.summary()
+    assert (summary["elo"] is None) == (summary["score"] in (0.0, 1.0))
     assert (tmp_path / "r.pgn").read_text().count("[Event \"zoo-chess vs random mover\"]") == 2

@@ -237,7 +237,9 @@ class MatchResult:
         return (self.wins + 0.5 * self.draws) / max(1, self.wins + self.draws + self.losses)
 
     def summary(self) -> dict:
+        """Counts, score and Elo ± 95% error; Elo is None for a 0% or 100% score (the games cannot bound it)."""
         elo, err = elo_difference(self.wins, self.draws, self.losses)
+        elo, err = (None, None) if math.isinf(elo) else (elo + 0.0, err)  # + 0.0: no "-0.0"
         return {"games": self.wins + self.draws + self.losses, "wins": self.wins, "draws": self.draws, "losses": self.losses,
                 "score": self.score, "elo": elo, "elo_error_95": err}
 
