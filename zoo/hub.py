@@ -191,6 +191,12 @@ def _download_url(url: str, dest: Path, spec: FileSpec) -> None:
     with atomic_path(dest) as tmp:
         h = hashlib.sha256()
         with urllib.request.urlopen(url, timeout=60) as response, open(tmp, "wb") as out:
+            if response.headers.get_content_type() == "text/html":
+                # a sign-in or confirmation page instead of the file: never pin or convert it
+                raise IntegrityError(
+                    f"{url} answered with an HTML page, not the file {spec.path}; the download link may have "
+                    "changed: fetch the file by hand and pass it to `zoo convert`"
+                )
             total = int(response.headers.get("Content-Length") or 0) or None
             with tqdm(total=total, unit="B", unit_scale=True, desc=Path(spec.path).name) as bar:
                 while block := response.read(1 << 20):

@@ -33,6 +33,7 @@ class _Files(http.server.ThreadingHTTPServer):
                     self.send_error(404)
                     return
                 self.send_response(200)
+                self.send_header("Content-Type", "text/html" if body.startswith(b"<!DOCTYPE") else "application/octet-stream")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body[: len(body) // 2] if self.path in files.truncate else body)
@@ -104,11 +105,11 @@ def test_upstream_tampered_file_is_rejected_and_not_kept(tmp_path, files_server,
 
 def test_upstream_truncated_transfer_leaves_nothing(tmp_path, files_server, isolated_caches):
     _, data = _official_bytes(tmp_path)
-    _upstream_entry("toy-trunc", files_server, data)
-    files_server.truncate.add("/toy-trunc/official.safetensors")
+    _upstream_entry("toy-up-trunc", files_server, data)
+    files_server.truncate.add("/toy-up-trunc/official.safetensors")
     with pytest.raises(Exception):
-        zoo.load("toy-trunc")
-    downloads = isolated_caches / "zoo" / "downloads" / "toy-trunc"
+        zoo.load("toy-up-trunc")
+    downloads = isolated_caches / "zoo" / "downloads" / "toy-up-trunc"
     assert not downloads.exists() or not any(downloads.iterdir())
 
 
@@ -124,6 +125,14 @@ def test_cached_file_tampered_on_disk_is_deleted(tmp_path, files_server, isolate
         zoo.load("toy-disk")
     assert not cached.exists()
     zoo.load("toy-disk")  # downloads it again
+
+
+def test_html_page_is_never_pinned(tmp_path, files_server, isolated_caches):
+    _upstream_entry("toy-html", files_server, b"<!DOCTYPE html><p>Sign in to continue</p>", pinned=False)
+    with pytest.raises(IntegrityError, match="HTML page"):
+        zoo.load("toy-html")
+    assert not (isolated_caches / "zoo" / "pins" / "toy-html.json").exists()
+    assert not (isolated_caches / "zoo" / "downloads" / "toy-html" / "official.safetensors").exists()
 
 
 def test_unpinned_upstream_is_pinned_on_first_use(tmp_path, files_server):
