@@ -38,7 +38,8 @@ def model_table(pattern: str | None = None, method: str | None = None, markdown:
     rows = []
     for name in registry.list_models(pattern, method):
         e = registry.get_entry(name)
-        numeric = [(k, v) for k, v in e.metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        numeric = [(k, v) for k, v in e.metrics.items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool) and not k.startswith("num_")]
         metrics = ", ".join(f"{k} {v:g}" for k, v in numeric[:3])
         rows.append([name, e.method, e.source, _human_bytes(_entry_size(e)), metrics or "-"])
     header = ["name", "method", "source", "size", "metrics"]
