@@ -93,7 +93,10 @@ def read_structures(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> l
     for path in map(Path, paths):
         if not path.exists():
             raise FileNotFoundError(f"{path} does not exist; make data with `zoo escaip make-data`")
-        files.extend(sorted(path.rglob("*.extxyz")) if path.is_dir() else [path])
+        if path.is_dir():  # skip hidden files: make-data's in-progress segments are dot-prefixed temporaries
+            files.extend(sorted(p for p in path.rglob("*.extxyz") if not p.name.startswith(".")))
+        else:
+            files.append(path)
     samples: list[Sample] = []
     for path in files:
         samples.extend(atoms_to_sample(a) for a in ase.io.read(str(path), index=":"))
