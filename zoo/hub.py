@@ -110,7 +110,8 @@ def verify_file(path: Path, spec: FileSpec, *, delete_bad: bool) -> None:
     size = path.stat().st_size
     actual = sha256_file(path) if spec.size is None or size == spec.size else None
     if (spec.size is not None and size != spec.size) or actual != spec.sha256:
-        _delete(path) if delete_bad else None
+        if delete_bad:
+            _delete(path)
         detail = f"sha256 {actual}" if actual else f"size {size} bytes (expected {spec.size})"
         raise IntegrityError(
             f"{spec.path}: content does not match its pin (expected sha256 {spec.sha256}, got {detail}). "
@@ -283,7 +284,8 @@ def hf_entry(repo_id: str, revision: str | None = None, *, endpoint: str | None 
     """
     manifests = zoo_home() / "manifests" / repo_id.replace("/", "--")
     ref_file = manifests / "refs" / (revision or "main")
-    if is_offline() or ref_file.exists() and len(revision or "") == 40:
+    pinned_and_known = ref_file.exists() and len(revision or "") == 40  # a commit id never moves
+    if is_offline() or pinned_and_known:
         if not ref_file.exists():
             raise OfflineError(
                 f"{repo_id}@{revision or 'main'} was never downloaded here and the network is off; "
