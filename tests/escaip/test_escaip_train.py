@@ -35,6 +35,20 @@ def test_make_data_is_resumable_and_labelled(emt_data):
     assert f["has_stress"]
 
 
+def test_exclude_holds_whole_trajectories_out(emt_data):
+    everything = read_structures(emt_data)
+    kept = read_structures(emt_data, exclude=["*/ni111_n/*"])
+    assert len(kept) == 8 and len(everything) == 16
+    assert all(28 not in set(f["atomic_numbers"]) for f in kept)  # no nickel frame survives
+    assert {tuple(f["atomic_numbers"]) for f in kept} == {tuple(everything[0]["atomic_numbers"])}
+    dm = EScAIPDataModule(str(emt_data), exclude=["*/cu111_o/*"], val_fraction=0.25)
+    dm.setup("fit")
+    assert len(dm.train_set) + len(dm.val_set) == 8
+    assert all(28 in set(s["atomic_numbers"]) for s in dm.train_set.samples + dm.val_set.samples)
+    with pytest.raises(ValueError, match="after excluding"):
+        read_structures(emt_data, exclude=["*.extxyz"])
+
+
 def test_atom_count_batches_cover_everything_and_balance_ranks():
     counts = [5, 9, 3, 12, 7, 7, 2, 30, 4]
 

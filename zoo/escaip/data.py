@@ -80,11 +80,15 @@ def atoms_to_batch(atoms_list, device: torch.device | str = "cpu") -> dict[str, 
     return {k: v.to(device) for k, v in batch.items()}
 
 
-def read_structures(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Sample]:
+def read_structures(paths: str | os.PathLike | Sequence[str | os.PathLike],
+                    exclude: Sequence[str] = ()) -> list[Sample]:
     """Read every frame of extxyz files and ASE databases (anything ``ase.io.read`` knows).
 
     A folder stands for every ``*.extxyz`` below it (e.g. the output of ``zoo escaip make-data``), sorted.
+    ``exclude`` holds ``fnmatch`` patterns on file paths (``"*/T500_s1/*"``) to hold whole trajectories out.
     """
+    import fnmatch
+
     import ase.io
 
     if isinstance(paths, (str, os.PathLike)):
@@ -97,11 +101,12 @@ def read_structures(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> l
             files.extend(sorted(p for p in path.rglob("*.extxyz") if not p.name.startswith(".")))
         else:
             files.append(path)
+    files = [f for f in files if not any(fnmatch.fnmatch(f.as_posix(), pattern) for pattern in exclude)]
     samples: list[Sample] = []
     for path in files:
         samples.extend(atoms_to_sample(a) for a in ase.io.read(str(path), index=":"))
     if not samples:
-        raise ValueError(f"no structures in {list(map(str, paths))}")
+        raise ValueError(f"no structures in {list(map(str, paths))}" + (f" after excluding {list(exclude)}" if exclude else ""))
     return samples
 
 
@@ -226,6 +231,7 @@ class EScAIPDataModule(L.LightningDataModule):
         train: str | list[str],
         val: str | list[str] | None = None,
         val_fraction: float = 0.1,
+        exclude: list[str] | None = None,
         max_atoms_per_batch: int = 256,
         num_workers: int = 0,
         seed: int = 0,
@@ -239,7 +245,7 @@ class EScAIPDataModule(L.LightningDataModule):
         if self.train_set is not None:
             return
         h = self.hparams
-        samples = read_structures(h.train)
+        samples = read_structures(h.train, exclude=h.exclude or ())
         if h.val is not None:
             self.train_set, self.val_set = AtomsDataset(samples), AtomsDataset(read_structures(h.val))
             return
