@@ -102,10 +102,21 @@ def cmd_publish(args) -> None:
 
         card = OmegaConf.to_container(OmegaConf.load(args.card), resolve=True)
     src = args.source
-    if not src.endswith(".ckpt"):
+    if src.endswith(".ckpt"):
+        from zoo.publishing import module_from_checkpoint
+
+        src = module_from_checkpoint(src)
+    else:
         from zoo.loading import load
 
         src = load(src)
+    if args.dtype:
+        import torch
+
+        dtype = getattr(torch, args.dtype, None)
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise SystemExit(f"--dtype {args.dtype!r} is not a floating torch dtype; use e.g. bfloat16 or float16")
+        src = src.to(dtype)
     result = publish(src, args.repo, card=card, endpoint=args.endpoint, token=args.token, private=args.private,
                      max_shard_bytes=int(args.max_shard_mb * 1024**2))
     print(f"repo   {result['repo']}")
@@ -163,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--token")
     p.add_argument("--private", action="store_true")
     p.add_argument("--max-shard-mb", type=float, default=2048, help="shard model.safetensors above this size")
+    p.add_argument("--dtype", help="cast floating weights first, e.g. bfloat16 to halve a small model's download")
     p.set_defaults(func=cmd_publish)
 
     p = commands.add_parser("train", help="run a recipe (LightningCLI YAML) from scratch")

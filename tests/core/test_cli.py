@@ -3,6 +3,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import torch
+
 from toy import ToyRegressor
 
 import zoo
@@ -50,3 +53,16 @@ def test_load_and_publish_a_folder(tmp_path, capsys):
     assert "README.md" in capsys.readouterr().out
     assert main(["load", str(tmp_path / "copy"), "--dtype", "float64"]) == 0
     assert "torch.float64" in capsys.readouterr().out
+
+
+def test_publish_casts_to_a_smaller_dtype(tmp_path, capsys):
+    model = ToyRegressor()
+    model.save_pretrained(tmp_path / "repo")
+    assert main(["publish", str(tmp_path / "repo"), str(tmp_path / "half"), "--dtype", "bfloat16"]) == 0
+    half = zoo.load(tmp_path / "half")
+    for name, p in half.state_dict().items():
+        assert p.dtype == torch.bfloat16
+        torch.testing.assert_close(p, model.state_dict()[name].to(torch.bfloat16), rtol=0, atol=0)
+    with pytest.raises(SystemExit, match="not a floating torch dtype"):
+        main(["publish", str(tmp_path / "repo"), str(tmp_path / "bad"), "--dtype", "int8"])
+    assert not (tmp_path / "bad").exists()
