@@ -51,8 +51,12 @@ def run_recipe(
                 f"{init_from} is a {type(pretrained).__name__} but the recipe builds a {type(cli.model).__name__}; "
                 "use a recipe for the same module"
             )
+        own = cli.model.state_dict()
+        # train in the recipe's precision even from a checkpoint published in bf16
+        state = {k: v.to(dtype=own[k].dtype if k in own and v.is_floating_point() else v.dtype, copy=True)
+                 for k, v in pretrained.pretrained_state_dict().items()}
         try:
-            cli.model.load_weights_({k: v.clone() for k, v in pretrained.pretrained_state_dict().items()})
+            cli.model.load_weights_(state)
         except RuntimeError as err:
             raise ValueError(f"the recipe's architecture does not match {init_from}: {err}") from None
     cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=ckpt_path)

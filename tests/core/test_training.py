@@ -62,6 +62,12 @@ def test_finetune_starts_from_pretrained_weights(tmp_path):
     cli = run_recipe(RECIPE, [f"--trainer.default_root_dir={tmp_path}", "--trainer.max_steps=0"],
                      init_from=str(tmp_path / "repo"))
     assert torch.equal(cli.model.net[0].weight, pretrained.net[0].weight)
+    # a base published in bf16 fine-tunes in the recipe's fp32, from exactly the stored values
+    pretrained.to(torch.bfloat16).save_pretrained(tmp_path / "bf16")
+    cli = run_recipe(RECIPE, [f"--trainer.default_root_dir={tmp_path}", "--trainer.max_steps=0"],
+                     init_from=str(tmp_path / "bf16"))
+    assert cli.model.net[0].weight.dtype == torch.float32
+    assert torch.equal(cli.model.net[0].weight, pretrained.net[0].weight.float())
     with pytest.raises(ValueError, match="does not match"):
         run_recipe(RECIPE, [f"--trainer.default_root_dir={tmp_path}", "--model.init_args.width=4"],
                    init_from=str(tmp_path / "repo"))
