@@ -6,12 +6,13 @@
 # Skill Level 0 and 3 at 1000 nodes, each from gnuchess-book openings with both colours; results go to
 # RUN/eval/*.json and the games to RUN/eval/*.pgn, then the last checkpoint is published into hub/.
 set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
 DATA="${1:-/work/data/chess}"
 RUN="${2:-runs/chess-small-av}"
 PUZZLES="${PYCHESS_PUZZLES:-/usr/share/pychess/learn/puzzles}"  # or: dpkg -x pychess_*.deb DIR; DIR/usr/share/...
 mkdir -p "$RUN/eval"
 
-zoo train recipes/chess/small_cpu.yaml --data.init_args.data_dir="$DATA" --trainer.default_root_dir="$RUN" \
+zoo train "$HERE/small_cpu.yaml" --data.init_args.data_dir="$DATA" --trainer.default_root_dir="$RUN" \
   --trainer.max_steps="${MAX_STEPS:-4000}" --trainer.val_check_interval="${VAL_EVERY:-500}"
 CKPT="$(ls -t "$RUN"/lightning_logs/version_*/checkpoints/last.ckpt | head -1)"
 zoo publish "$CKPT" "$RUN/repo"

@@ -5,5 +5,5 @@
 #   recipes/chess/make_data_small.sh [OUT]   (default /work/data/chess)
 set -euo pipefail
 OUT="${1:-/work/data/chess}"
-exec zoo chess make-data "$OUT" --games 640 --depth 8 --selfplay-depth 4 --random-move-prob 0.2 \
+exec zoo chess make-data "$OUT" --games 650 --depth 8 --selfplay-depth 4 --random-move-prob 0.2 \
   --max-book-plies 12 --max-plies 160 --test-fraction 0.06 --seed 0 --workers "${WORKERS:-2}"
