@@ -117,6 +117,10 @@ def test_atomic_save_leaves_no_temp_files(tmp_path):
     ToyRegressor().save_pretrained(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.safetensors"]
     assert len(sha256_file(tmp_path / "model.safetensors")) == 64
+    umask = os.umask(0)
+    os.umask(umask)
+    for name in ("config.json", "model.safetensors"):  # readable like any file, not mkstemp's 0600
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o666 & ~umask
 
 
 def test_saved_bytes_are_reproducible(tmp_path):
