@@ -1,4 +1,5 @@
 import pytest
+import toy  # noqa: F401  (registers the "toy" method these entries belong to)
 
 import zoo
 from zoo.registry import FileSpec, ModelEntry, UnknownModelError, get_entry, register_model

@@ -1,4 +1,5 @@
-"""Catalog entries: the official BitDelta Mistral-7B deltas (``FasterDecoding/BitDelta_Mistral_combo``).
+"""Catalog entries: the zoo's own byte-level base (embedded) and the official BitDelta Mistral-7B deltas
+(``FasterDecoding/BitDelta_Mistral_combo``).
 
 Each official delta is one ``<folder>/diff.pt`` of that Hub repo, converted on first load by
 :func:`zoo.bitdelta.convert.from_upstream` into a zoo delta naming its base, ``mistralai/Mistral-7B-v0.1``.
@@ -42,4 +43,23 @@ def _entry(suffix: str, folder: str, finetune: str) -> ModelEntry:
     )
 
 
-ENTRIES = [_entry(suffix, folder, finetune) for suffix, (folder, finetune) in _OFFICIAL.items()]
+BYTES_BASE = ModelEntry(
+    name="llama-bytes-3m",
+    method="bitdelta",
+    source="embedded",
+    repo="llama-bytes-3m",
+    files=(
+        FileSpec("README.md", "437ffc7a9d4c3f9342d91ab07b177c5844367cc96ee0bba9aed62b6d066e87f5", 5553),
+        FileSpec("config.json", "3a0e42093ba651ee9fb334536ed28a559a076d3f0fc16d85bfd7a00c6557a8e5", 684),
+        FileSpec("model.safetensors", "860dc6dd715a13204f49c292a4b06efed5f355fea9b92fd6e5d759fa3c3df4ff", 6562616),
+    ),
+    architecture={"model_type": "llama", "layers": 4, "hidden_size": 256, "heads": "8/4", "vocab": "bytes",
+                  "parameters": 3_279_104, "dtype": "bfloat16"},
+    license="apache-2.0",
+    paper=PAPER,
+    description="Byte-level Llama pretrained in the zoo on Shakespeare, Vim help and pydoc; the base of the zoo's BitDelta family",
+    metrics={"val_ppl": 5.534, "val_bits_per_byte": 2.468},
+    recipe="recipes/bitdelta/base-pretrain.yaml",
+)
+
+ENTRIES = [BYTES_BASE] + [_entry(suffix, folder, finetune) for suffix, (folder, finetune) in _OFFICIAL.items()]
