@@ -51,7 +51,7 @@ def test_conversion_with_the_base_records_it_and_drops_unchanged_tensors(officia
 
 
 def test_catalog_lists_the_official_mistral_deltas():
-    names = zoo.list_models(method="bitdelta")
+    names = zoo.list_models("bitdelta-mistral-7b-*", method="bitdelta")
     assert len(names) == 6 and "bitdelta-mistral-7b-zephyr-7b-beta" in names
     for name in names:
         entry = zoo.registry.get_entry(name)
