@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
+import secrets
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -24,20 +24,16 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
     return h.hexdigest()
 
 
-_UMASK = os.umask(0)
-os.umask(_UMASK)
-
-
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it into place only if the block succeeds."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(8)}.tmp"
+    # created like any other written file (0666 less the umask), not mkstemp's 0600; O_EXCL keeps it unique
+    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
     try:
-        yield Path(tmp)
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; the result should read like any other written file
+        yield tmp
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
