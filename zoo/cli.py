@@ -111,12 +111,12 @@ def cmd_publish(args) -> None:
 
         src = load(src)
     if args.dtype:
-        import torch
+        from zoo.loading import parse_dtype
 
-        dtype = getattr(torch, args.dtype, None)
-        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-            raise SystemExit(f"--dtype {args.dtype!r} is not a floating torch dtype; use e.g. bfloat16 or float16")
-        src = src.to(dtype)
+        try:
+            src = src.to(parse_dtype(args.dtype))
+        except ValueError:
+            raise SystemExit(f"--dtype {args.dtype!r} is not a floating torch dtype; use e.g. bfloat16 or float16") from None
     result = publish(src, args.repo, card=card, endpoint=args.endpoint, token=args.token, private=args.private,
                      max_shard_bytes=int(args.max_shard_mb * 1024**2))
     print(f"repo   {result['repo']}")
