@@ -25,24 +25,17 @@ from ase.md.velocitydistribution import MaxwellBoltzmannDistribution, Stationary
 from tqdm.auto import tqdm
 
 import zoo
-from zoo.escaip.data import collate_atoms, read_structures
+from zoo.escaip.data import AtomCountBatchSampler, collate_atoms, read_structures
 from zoo.escaip.make_data import build_system
 from zoo.escaip.symmetry import format_report, symmetry_report
 
 
 def predict_frames(model, samples, max_atoms: int = 512):
-    """Predicted energies (G,) and forces (N, 3) for labelled samples, batched by atom count."""
-    energies, forces, start = [], [], 0
-    while start < len(samples):
-        stop, atoms = start, 0
-        while stop < len(samples) and (stop == start or atoms + len(samples[stop]["atomic_numbers"]) <= max_atoms):
-            atoms += len(samples[stop]["atomic_numbers"])
-            stop += 1
-        out = model.predict(collate_atoms(samples[start:stop]))
-        energies.append(out["energy"].numpy())
-        forces.append(out["forces"].double().numpy())
-        start = stop
-    return np.concatenate(energies), np.concatenate(forces)
+    """Predicted energies (G,) and forces (N, 3) for labelled samples, in order, batched by atom count."""
+    batches = AtomCountBatchSampler(None, [len(s["atomic_numbers"]) for s in samples], max_atoms, shuffle=False)
+    outs = [model.predict(collate_atoms([samples[i] for i in batch])) for batch in batches]
+    return (np.concatenate([o["energy"].numpy() for o in outs]),
+            np.concatenate([o["forces"].double().numpy() for o in outs]))
 
 
 def system_metrics(model, samples) -> tuple[dict, np.ndarray, np.ndarray]:
