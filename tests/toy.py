@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import signal
+
 import lightning as L
 import torch
 from torch import nn
@@ -52,6 +55,17 @@ class ToyData(L.LightningDataModule):
         x = torch.randn(self.hparams.n, 4, generator=g)
         y = x.sum(dim=1, keepdim=True)
         return DataLoader(TensorDataset(x, y), batch_size=self.hparams.batch_size)
+
+
+class SigtermAtStep(L.Callback):
+    """Sends this process SIGTERM (what `kill` or a job scheduler sends) once training reaches ``step``."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_train_batch_end(self, trainer, *args) -> None:
+        if trainer.global_step == self.step:
+            os.kill(os.getpid(), signal.SIGTERM)
 
 
 def register() -> None:

@@ -134,7 +134,7 @@ def cmd_train(args) -> None:
 def cmd_finetune(args) -> None:
     from zoo.train import run_recipe
 
-    run_recipe(args.recipe, args.overrides, init_from=args.name)
+    run_recipe(args.recipe, args.overrides, init_from=args.name, ckpt_path=args.ckpt_path)
 
 
 # ----------------------------------------------------------------------------- parser
@@ -185,6 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser("finetune", help="run a recipe starting from a pretrained model's weights")
     p.add_argument("name")
     p.add_argument("recipe", help="a recipe for the same module; further --a.b=c arguments override it")
+    p.add_argument("--ckpt-path", help="resume an interrupted fine-tune from this Lightning checkpoint")
     p.set_defaults(func=cmd_finetune)
 
     convert = commands.add_parser("convert", help="convert official checkpoints into zoo repos")

@@ -27,6 +27,7 @@ def run_recipe(
     """
     import lightning as L
     from lightning.pytorch.cli import LightningCLI
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
 
     from zoo.module import ZooModule
 
@@ -59,5 +60,10 @@ def run_recipe(
             cli.model.load_weights_(state)
         except RuntimeError as err:
             raise ValueError(f"the recipe's architecture does not match {init_from}: {err}") from None
-    cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=ckpt_path)
+    try:
+        cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=ckpt_path)
+    except SIGTERMException:
+        # Lightning exits 0 on SIGTERM; a script chaining `zoo train && zoo publish` must not publish a half run
+        raise SystemExit(f"zoo: training stopped by SIGTERM at step {cli.trainer.global_step}; resume it with "
+                         "--ckpt-path <run>/checkpoints/last.ckpt") from None
     return cli

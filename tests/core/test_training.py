@@ -73,6 +73,21 @@ def test_finetune_starts_from_pretrained_weights(tmp_path):
                    init_from=str(tmp_path / "repo"))
 
 
+def test_sigterm_fails_the_run_and_resuming_finishes_it(tmp_path):
+    # Lightning ends fit() quietly on SIGTERM (exit status 0); `zoo train && zoo publish` must not publish that
+    recipe = [f"--trainer.default_root_dir={tmp_path}", "--trainer.max_steps=6",
+              "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.save_last=true",
+              "--trainer.callbacks.every_n_train_steps=1"]
+    with pytest.raises(SystemExit, match="stopped by SIGTERM at step 2; resume it with --ckpt-path"):
+        run_recipe(RECIPE, [*recipe, "--trainer.callbacks+=toy.SigtermAtStep", "--trainer.callbacks.step=2"])
+    last = next(tmp_path.rglob("last.ckpt"))
+    assert torch.load(last, weights_only=True)["global_step"] == 2
+    # zoo finetune resumes the same way (the checkpoint's weights win over the pretrained ones)
+    ToyRegressor(width=8).save_pretrained(tmp_path / "repo")
+    assert main(["finetune", str(tmp_path / "repo"), RECIPE, *recipe, "--ckpt-path", str(last)]) == 0
+    assert max(torch.load(p, weights_only=True)["global_step"] for p in tmp_path.rglob("last.ckpt")) == 6
+
+
 def test_cli_train_and_publish(tmp_path, capsys):
     assert main(["train", RECIPE, f"--trainer.default_root_dir={tmp_path}"]) == 0
     ckpt = next(tmp_path.rglob("*.ckpt"))

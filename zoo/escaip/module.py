@@ -8,7 +8,6 @@ weights (safetensors, Lightning checkpoints).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -16,8 +15,9 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from zoo.escaip.model import CONFIGS, EScAIP, EScAIPConfig, head_type
+from zoo.escaip.model import CONFIGS, EScAIP, EScAIPConfig
 from zoo.module import ZooModule
+from zoo.schedules import warmup_cosine
 
 __all__ = ["EScAIPModule", "TargetScaling", "default_heads", "validate_inputs", "chemical_symbol"]
 
@@ -272,8 +272,7 @@ class EScAIPModule(ZooModule):
         )
         total = max(1, int(self.trainer.estimated_stepping_batches))
         warmup = min(p.warmup_steps, max(total // 10, 1))
-        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, _WarmupCosine(warmup, total, p.min_lr_ratio))
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+        return warmup_cosine(optimizer, warmup, total, p.min_lr_ratio)
 
     # ------------------------------------------------------------------ EMA of weights
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
@@ -326,16 +325,3 @@ class EScAIPModule(ZooModule):
         fields = super().model_card_fields()
         fields["tags"] += ["interatomic-potential", "ase"]
         return fields
-
-
-class _WarmupCosine:
-    """Linear warm-up, then cosine decay to ``min_ratio`` (a picklable lr lambda)."""
-
-    def __init__(self, warmup: int, total: int, min_ratio: float):
-        self.warmup, self.total, self.min_ratio = warmup, total, min_ratio
-
-    def __call__(self, step: int) -> float:
-        if step < self.warmup:
-            return (step + 1) / self.warmup
-        progress = min(1.0, (step - self.warmup) / max(1, self.total - self.warmup))
-        return self.min_ratio + (1 - self.min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from contextlib import contextmanager
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from zoo.module import ZooModule
+from zoo.schedules import warmup_cosine
 from zoo.rcg.model import (
     EMA,
     MAGE,
@@ -40,20 +40,11 @@ __all__ = ["MocoV3Module", "VQGANModule", "RDMModule", "MAGEModule", "mage_train
 # =====================================================================================================================
 # shared helpers
 # =====================================================================================================================
-def _warmup_cosine(step: int, warmup: int, total: int) -> float:
-    """Linear warmup then half-cycle cosine to zero, as a multiplier of the base learning rate."""
-    if step < warmup:
-        return (step + 1) / warmup
-    progress = (step - warmup) / max(1, total - warmup)
-    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-
-
 def _schedule(optimizer, trainer, warmup_epochs: float) -> dict[str, Any]:
     total = max(1, int(trainer.estimated_stepping_batches))
     epochs = trainer.max_epochs if trainer.max_epochs and trainer.max_epochs > 0 else 1
     warmup = int(round(warmup_epochs * total / epochs))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, partial(_warmup_cosine, warmup=warmup, total=total))
-    return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+    return warmup_cosine(optimizer, warmup, total)
 
 
 def _effective_batch(trainer, default: int) -> int:
