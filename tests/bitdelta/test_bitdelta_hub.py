@@ -81,6 +81,30 @@ def test_loading_refuses_a_different_base(repo):
     assert isinstance(model, BitDeltaModule)
 
 
+def test_carried_tensors_published_in_bf16_run_in_the_bases_dtype(repo, tmp_path, delta_a, models, logits):
+    from zoo.bitdelta.model import apply_deltas_
+    from zoo.cli import main
+
+    assert main(["bitdelta", "publish", str(repo), str(tmp_path / "small"), "--carried-dtype", "bfloat16"]) == 0
+    with safe_open(str(tmp_path / "small" / "model.safetensors"), framework="pt") as f:
+        assert json.loads(f.metadata()["dtypes"])["params"] == ["bfloat16"]
+        assert all(f.get_tensor(k).dtype == torch.bfloat16 for k in delta_a.params)
+        assert f.get_tensor("model.layers.0.mlp.down_proj.coeff").dtype == torch.float32  # scales stay fp32
+    saved = sum(t.numel() * 2 for t in delta_a.params.values())
+    assert BitDelta.load(tmp_path / "small").nbytes() == delta_a.nbytes() - saved
+    model = zoo.load(tmp_path / "small")
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    rounded = BitDelta(**{**delta_a.__dict__, "params": {k: v.bfloat16() for k, v in delta_a.params.items()}})
+    reference = apply_deltas_(copy.deepcopy(models["base"]), [rounded], merged=True)
+    with torch.no_grad():
+        out = model(input_ids=logits["input_ids"]).logits
+        assert torch.equal(out, reference(input_ids=logits["input_ids"]).logits)
+        assert not torch.equal(out, logits["logits_reconstructed"])  # the rounding is real, and small:
+        assert (out - logits["logits_reconstructed"]).abs().max().item() < 0.05
+    model.save_pretrained(tmp_path / "again")  # reloaded, it keeps the storage dtype
+    assert (tmp_path / "again" / "model.safetensors").read_bytes() == (tmp_path / "small" / "model.safetensors").read_bytes()
+
+
 def test_carried_tensors_only_where_they_differ(models):
     finetune = copy.deepcopy(models["finetune"])
     with torch.no_grad():

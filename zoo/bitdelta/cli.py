@@ -115,6 +115,10 @@ def cmd_publish(args) -> None:
 
         card = OmegaConf.to_container(OmegaConf.load(args.card), resolve=True)
     model = load(args.delta, merged=False, **({"base": args.base} if args.base else {}))
+    if args.carried_dtype:
+        from zoo.loading import parse_dtype
+
+        model.store_carried_as(parse_dtype(args.carried_dtype))
     result = publish(model, args.repo, card=card, token=args.token, private=args.private)
     print(f"repo   {result['repo']}  (base: {model.hparams.base})")
     if result["commit"]:
@@ -219,6 +223,8 @@ def register_cli(commands, convert) -> None:
     p.add_argument("repo", help="a folder (e.g. hub/<name>) or hf://owner/name")
     p.add_argument("--base", help="load this base instead of the one the delta names")
     p.add_argument("--card", help="YAML/JSON with model card fields (description, metrics, ...)")
+    p.add_argument("--carried-dtype", help="store the carried full-precision tensors (embeddings, norms, head) in "
+                   "this dtype, e.g. bfloat16 to halve them; they run in the base's dtype")
     p.add_argument("--token")
     p.add_argument("--private", action="store_true")
     p.set_defaults(func=cmd_publish)

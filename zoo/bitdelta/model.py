@@ -256,13 +256,17 @@ def apply_deltas_(
             raise ValueError("all tenants must compress the same layers with the same shapes to share one base")
     for d in deltas:
         d.check_base(model, verify=False)
+    # carried tensors may be stored narrower than the base runs (e.g. bf16 beside an fp32 base): run them in its dtype
+    base_dtypes = {k: v.dtype for k, v in model.state_dict().items() if v.is_floating_point()}
+    params = [{k: v.to(base_dtypes[k]) if v.is_floating_point() and k in base_dtypes else v for k, v in d.params.items()}
+              for d in deltas]
     modules = dict(model.named_modules())
     for name, (out_f, in_f) in first.shapes.items():
         base = modules[name]
         weight = linear_weight(base).detach()
         weight = weight.contiguous() if not isinstance(base, nn.Linear) else weight
         bias = base.bias.detach() if getattr(base, "bias", None) is not None else None
-        carried_bias = [d.params.get(f"{name}.bias") for d in deltas]
+        carried_bias = [p.get(f"{name}.bias") for p in params]
         if any(b is not None for b in carried_bias):
             if bias is None:
                 raise ValueError(f"{name}: the delta carries a bias but the base layer has none")
@@ -275,7 +279,7 @@ def apply_deltas_(
         layer.to(weight.device)
         _set_submodule(model, name, layer)
 
-    carried = [{k: v for k, v in d.params.items() if not (k.endswith(".bias") and k[:-5] in first.shapes)} for d in deltas]
+    carried = [{k: v for k, v in p.items() if not (k.endswith(".bias") and k[:-5] in first.shapes)} for p in params]
     if len(deltas) == 1:
         for name, value in carried[0].items():
             _assign_tensor(model, name, value)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import math
 import os
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from zoo.bitdelta._base import load_model
 from zoo.bitdelta.delta import BitDelta, compress, parse_dtype_name
 from zoo.bitdelta.model import apply_deltas_, compressed_layers, delta_from_model
 from zoo.module import ZooModule
+from zoo.schedules import warmup_cosine
 
 __all__ = ["CausalLM", "BitDeltaModule", "ScaleDistillation", "model_logits", "causal_lm_loss"]
 
@@ -126,14 +126,7 @@ class CausalLM(ZooModule):
                                        {"params": no_decay, "weight_decay": 0.0}],
                                       lr=hp.lr, betas=tuple(hp.betas or (0.9, 0.95)))
 
-        def factor(step: int) -> float:  # linear warm-up, then cosine down to min_lr_ratio
-            if step < hp.warmup_steps:
-                return (step + 1) / hp.warmup_steps
-            progress = min(1.0, (step - hp.warmup_steps) / max(1, hp.max_steps - hp.warmup_steps))
-            return hp.min_lr_ratio + (1 - hp.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
-
-        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+        return warmup_cosine(optimizer, hp.warmup_steps, hp.max_steps, hp.min_lr_ratio)
 
 
 # ----------------------------------------------------------------------------- the fine-tune as base + delta
@@ -173,6 +166,7 @@ class BitDeltaModule(ZooModule):
             apply_deltas_(model, [delta], merged=merged, block_size=block_size)
         self.model = model
         self.carried = list(delta.params)
+        self.carried_dtypes = {name: t.dtype for name, t in delta.params.items()}  # as stored in the delta
         self._identity = delta.identity()
         for layer in compressed_layers(model).values():
             layer.scales.requires_grad_(True)
@@ -217,7 +211,11 @@ class BitDeltaModule(ZooModule):
     # ------------------------------------------------------------------ the delta
     def to_delta(self) -> BitDelta:
         state = self.model.state_dict()
-        return delta_from_model(self.model, {n: state[n] for n in self.carried}, self._identity)
+        return delta_from_model(self.model, {n: state[n].to(self.carried_dtypes[n]) for n in self.carried}, self._identity)
+
+    def store_carried_as(self, dtype: torch.dtype) -> None:
+        """Save the carried full-precision tensors in ``dtype`` from now on (e.g. bf16 to shrink a delta repo)."""
+        self.carried_dtypes = {n: dtype if d.is_floating_point else d for n, d in self.carried_dtypes.items()}
 
     def pretrained_state_dict(self) -> dict[str, torch.Tensor]:
         return self.to_delta().state_dict()
