@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Train, evaluate and publish chess-small-av (issue 9) from the mini-ChessBench of make_data_small.sh.
 #   recipes/chess/build_small_av.sh [DATA] [RUN]     (defaults /work/data/chess, runs/chess-small-av)
-# Steps: train the small CPU recipe (~2 h on 2 cores), then static metrics on the test split, pychess
+# Steps: train the small CPU recipe (~1.5 h on one core), then static metrics on the test split, pychess
 # mate-in-2/3 puzzles, 100-game matches vs a random mover, the 1-ply material-greedy player and Stockfish
 # Skill Level 0 and 3 at 1000 nodes, each from gnuchess-book openings with both colours; results go to
 # RUN/eval/*.json and the games to RUN/eval/*.pgn, then the last checkpoint is published into hub/.
@@ -12,8 +12,10 @@ RUN="${2:-runs/chess-small-av}"
 PUZZLES="${PYCHESS_PUZZLES:-/usr/share/pychess/learn/puzzles}"  # or: dpkg -x pychess_*.deb DIR; DIR/usr/share/...
 mkdir -p "$RUN/eval"
 
-zoo train "$HERE/small_cpu.yaml" --data.init_args.data_dir="$DATA" --trainer.default_root_dir="$RUN" \
-  --trainer.max_steps="${MAX_STEPS:-4000}" --trainer.val_check_interval="${VAL_EVERY:-500}"
+resume=()
+CKPT="$(ls -t "$RUN"/lightning_logs/version_*/checkpoints/last.ckpt 2>/dev/null | head -1 || true)"
+[ -n "$CKPT" ] && resume=(--ckpt-path "$CKPT")
+zoo train "$HERE/small_cpu.yaml" --data.init_args.data_dir="$DATA" --trainer.default_root_dir="$RUN" "${resume[@]}"
 CKPT="$(ls -t "$RUN"/lightning_logs/version_*/checkpoints/last.ckpt | head -1)"
 zoo publish "$CKPT" "$RUN/repo"
 

@@ -31,3 +31,8 @@ def test_small_cpu_recipe_runs(generated_data, tmp_path):
     )
     assert cli.trainer.global_step == 2
     assert cli.model.hparams.hl_gauss_sigma == 0.75
+    # cosine schedule over the run's 2 steps (warm-up 300 > 2: still warming up, at 2/300 of the peak rate)
+    (config,) = cli.trainer.lr_scheduler_configs
+    assert config.scheduler.get_last_lr()[0] == pytest.approx(2e-3 * 3 / 300)
+    with pytest.raises(ValueError, match="lr_schedule"):
+        ChessTransformerModule(lr_schedule="linear")

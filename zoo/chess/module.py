@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from zoo.chess.model import ChessTransformer, ChessTransformerConfig
 from zoo.module import ZooModule
+from zoo.schedules import warmup_cosine
 
 __all__ = ["ChessTransformerModule", "hl_gauss_targets"]
 
@@ -46,6 +47,8 @@ class ChessTransformerModule(ZooModule):
         max_sequence_length: int = 79,
         learning_rate: float = 1e-4,
         hl_gauss_sigma: float | None = None,
+        lr_schedule: str = "constant",
+        warmup_steps: int = 0,
     ):
         super().__init__()
         self.save_hyperparameters()
@@ -60,6 +63,9 @@ class ChessTransformerModule(ZooModule):
         )
         if hl_gauss_sigma is not None and (policy == "behavioral_cloning" or hl_gauss_sigma <= 0):
             raise ValueError("hl_gauss_sigma must be positive and applies only to action_value / state_value")
+        if lr_schedule not in ("constant", "cosine"):
+            raise ValueError(f"lr_schedule must be 'constant' (official) or 'cosine' (warm-up, then decay to 0 at the "
+                             f"trainer's max_steps), got {lr_schedule!r}")
         self.model = ChessTransformer(self.cfg)
 
     @property
@@ -93,8 +99,12 @@ class ChessTransformerModule(ZooModule):
         self.log_dict({"val_loss": loss, "val_accuracy": accuracy}, prog_bar=True, sync_dist=True, batch_size=len(batch["sequences"]))
 
     def configure_optimizers(self):
-        # official: Adam, no weight decay; gradient clipping (global norm 1.0) is the Trainer's gradient_clip_val
-        return torch.optim.Adam(self.parameters(), lr=self.hparams.learning_rate)
+        # official: Adam, no weight decay, constant rate; gradient clipping (global norm 1.0) is the Trainer's
+        # gradient_clip_val. Short CPU runs end better with the rate decayed to zero ("cosine").
+        optimizer = torch.optim.Adam(self.parameters(), lr=self.hparams.learning_rate)
+        if self.hparams.lr_schedule == "constant":
+            return optimizer
+        return warmup_cosine(optimizer, self.hparams.warmup_steps, int(self.trainer.estimated_stepping_batches))
 
     # ------------------------------------------------------------------ play
     def engine(self, **kwargs):
