@@ -9,7 +9,7 @@ set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 RUN="${RUN:-runs/bitdelta}"
 CORPORA="${CORPORA:-data/bitdelta/corpora}"
-STEPS_DISTILL="${STEPS_DISTILL:-200}"
+STEPS_DISTILL="${STEPS_DISTILL:-400}"
 
 case "${1:-}" in
 base)
@@ -23,7 +23,9 @@ deltas)
   for corpus in austen milton; do
     out="$RUN/$corpus"
     if [ ! -f "$out/repo/config.json" ]; then
-      zoo finetune "$BASE" "$HERE/finetune-$corpus.yaml" --trainer.default_root_dir="$out"
+      resume=()
+      [ -f "$out/checkpoints/last.ckpt" ] && resume=(--ckpt-path "$out/checkpoints/last.ckpt")
+      zoo finetune "$BASE" "$HERE/finetune-$corpus.yaml" --trainer.default_root_dir="$out" "${resume[@]}"
       zoo publish "$out/checkpoints/last.ckpt" "$out/repo"
     fi
     # float32: the deltas are merged into the (bf16-stored) base upcast to fp32, as the fine-tune was trained
