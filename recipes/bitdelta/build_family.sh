@@ -2,9 +2,10 @@
 # The zoo's BitDelta family (issue 5): a byte-level Llama base, two fine-tunes, their 1-bit deltas, and the
 # perplexity table of the model cards. Run from a folder holding data/bitdelta/corpora (zoo bitdelta make-data).
 #   recipes/bitdelta/build_family.sh base            # pretrain (resumable) and publish the base in bf16
-#   BASE=llama-bytes-3m recipes/bitdelta/build_family.sh deltas   # fine-tune, compress, distil, evaluate
+#   BASE=llama-bytes-3m recipes/bitdelta/build_family.sh deltas   # fine-tune, compress, distil, evaluate, publish
 # Between the two: copy RUN/base/repo to hub/llama-bytes-3m and add its pinned catalog entry, so the deltas name
-# the base by its zoo name. Results: RUN/<corpus>/eval-{initial,distilled}.json.
+# the base by its zoo name. Results: RUN/<corpus>/eval-{initial,distilled,published}.json and the delta repo
+# RUN/<corpus>/published (copy to hub/llama-bytes-3m-<corpus>-bitdelta with its card).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 RUN="${RUN:-runs/bitdelta}"
@@ -30,13 +31,17 @@ deltas)
     fi
     # float32: the deltas are merged into the (bf16-stored) base upcast to fp32, as the fine-tune was trained
     zoo bitdelta compress --base "$BASE" --finetune "$out/repo" --dtype float32 --out "$out/delta-initial"
-    zoo bitdelta distill --base "$BASE" --finetune "$out/repo" --dtype float32 --tokenizer bytes \
+    # official mode: the scales and the carried embeddings, norms and lm_head learn, as in the official train.py
+    zoo bitdelta distill --base "$BASE" --finetune "$out/repo" --dtype float32 --tokenizer bytes --mode official \
       --data "$CORPORA/${corpus}_train.txt" --steps "$STEPS_DISTILL" --out "$out/delta"
     for kind in initial distilled; do
       delta="$out/delta"; [ "$kind" = initial ] && delta="$out/delta-initial"
       zoo bitdelta eval "$delta" --text "$CORPORA/${corpus}_val.txt" --finetune "$out/repo" --tokenizer bytes \
         --json > "$out/eval-$kind.json"
     done
+    # the shipped form: carried tensors in bf16 (they run in the base's fp32)
+    zoo bitdelta publish "$out/delta" "$out/published" --carried-dtype bfloat16
+    zoo bitdelta eval "$out/published" --text "$CORPORA/${corpus}_val.txt" --tokenizer bytes --json > "$out/eval-published.json"
   done
   ;;
 *)

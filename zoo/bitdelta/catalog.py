@@ -62,4 +62,44 @@ BYTES_BASE = ModelEntry(
     recipe="recipes/bitdelta/base-pretrain.yaml",
 )
 
-ENTRIES = [BYTES_BASE] + [_entry(suffix, folder, finetune) for suffix, (folder, finetune) in _OFFICIAL.items()]
+def _family_delta(corpus: str, author: str, held_out: str, files: tuple[FileSpec, ...], metrics: dict) -> ModelEntry:
+    return ModelEntry(
+        name=f"llama-bytes-3m-{corpus}-bitdelta",
+        method="bitdelta",
+        source="embedded",
+        repo=f"llama-bytes-3m-{corpus}-bitdelta",
+        files=files,
+        architecture={"model_type": "bitdelta", "base": "llama-bytes-3m", "compressed_layers": 28,
+                      "carried_dtype": "bfloat16"},
+        license="apache-2.0",
+        paper=PAPER,
+        description=(f"The zoo's fine-tune of llama-bytes-3m on {author} as a 0.63 MiB BitDelta (1-bit signs, distilled "
+                     f"scales); perplexity on held-out {held_out}"),
+        metrics=metrics,
+        recipe="recipes/bitdelta/build_family.sh",
+        base_model="llama-bytes-3m",
+    )
+
+
+FAMILY_DELTAS = [
+    _family_delta(
+        "austen", "Jane Austen's novels", "Persuasion",
+        (
+            FileSpec("README.md", "0ba1e5ad590d5c4cee39e4f63d91a190c39a95ce43a2827599c905cc02bf9db2", 8721),
+            FileSpec("config.json", "9c18a55ce0a5862655150afdea07c1f853cd8e2b446c6624df504991db716d8c", 4198),
+            FileSpec("model.safetensors", "6f36ee98a001c0a38d7abb5df35fb82eefd67a31b3ad7171512153f5144c5adc", 669728),
+        ),
+        {"val_ppl": 4.105, "recovered": 0.958, "base_val_ppl": 5.995, "finetune_val_ppl": 4.037},
+    ),
+    _family_delta(
+        "milton", "Milton's poems and prose", "Paradise Regained",
+        (
+            FileSpec("README.md", "d87214bc7f335c74232fe15324583998b2d9723507127bae3c5e306f4b0035c1", 8808),
+            FileSpec("config.json", "9c18a55ce0a5862655150afdea07c1f853cd8e2b446c6624df504991db716d8c", 4198),
+            FileSpec("model.safetensors", "865b6d6e3d23c2d928b0a44b37cc9d934b006674d0b5f217507d54adb9e33c27", 669728),
+        ),
+        {"val_ppl": 5.254, "recovered": 0.953, "base_val_ppl": 6.552, "finetune_val_ppl": 5.197},
+    ),
+]
+
+ENTRIES = [BYTES_BASE, *FAMILY_DELTAS] + [_entry(suffix, folder, finetune) for suffix, (folder, finetune) in _OFFICIAL.items()]

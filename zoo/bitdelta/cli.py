@@ -150,8 +150,10 @@ def cmd_demo(args) -> None:
     prompt = tokenizer.encode(args.prompt) if isinstance(tokenizer, ByteTokenizer) else \
         tokenizer(args.prompt, add_special_tokens=False)["input_ids"]
     ids = torch.tensor([prompt] * len(names))
-    out = server.generate(ids, tenants=list(range(len(names))), max_new_tokens=args.max_new_tokens,
-                          do_sample=False, pad_token_id=0)
+    sampling = {"do_sample": True, "temperature": args.temperature, "top_k": 0} if args.temperature > 0 else {"do_sample": False}
+    torch.manual_seed(args.seed)
+    out = server.generate(ids, tenants=list(range(len(names))), max_new_tokens=args.max_new_tokens, pad_token_id=0,
+                          **sampling)
     print(f"one base, {len(names)} tenants in one batch; prompt: {args.prompt!r}")
     for name, row in zip(names, out):
         print(f"--- {name}\n{args.prompt}{tokenizer.decode(row[len(prompt):].tolist())}")
@@ -236,6 +238,8 @@ def register_cli(commands, convert) -> None:
     p.add_argument("--base", help="load this base instead of the one the deltas name")
     p.add_argument("--tokenizer", default="bytes", help="'bytes' (the zoo's byte-level family) or a tokenizer folder/repo")
     p.add_argument("--max-new-tokens", type=int, default=80)
+    p.add_argument("--temperature", type=float, default=0.0, help="sample at this temperature (0: greedy)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sampling")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("make-data", help="write the base / austen / milton text corpora of the zoo's BitDelta family")
