@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Train, evaluate and publish chess-small-av (issue 9) from the mini-ChessBench of make_data_small.sh.
-#   recipes/chess/build_small_av.sh [DATA] [RUN]     (defaults /work/data/chess, runs/chess-small-av)
+#   recipes/chess/build_small_av.sh [DATA] [RUN]     (defaults data/chess, runs/chess-small-av)
 # Steps: train the small CPU recipe (~1.5 h on one core), then static metrics on the test split, pychess
 # mate-in-2/3 puzzles, 100-game matches vs a random mover, the 1-ply material-greedy player and Stockfish
 # Skill Level 0 and 3 at 1000 nodes, each from gnuchess-book openings with both colours; results go to
 # RUN/eval/*.json and the games to RUN/eval/*.pgn, then the last checkpoint is published into hub/.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
-DATA="${1:-/work/data/chess}"
+DATA="${1:-data/chess}"
 RUN="${2:-runs/chess-small-av}"
 PUZZLES="${PYCHESS_PUZZLES:-/usr/share/pychess/learn/puzzles}"  # or: dpkg -x pychess_*.deb DIR; DIR/usr/share/...
 mkdir -p "$RUN/eval"

@@ -2,8 +2,8 @@
 # The mini-ChessBench behind the zoo's chess-small-* models (issue 9): Stockfish 15.1 (Debian), depth 8
 # root-move searches for every legal move, games from gnuchess-book openings continued by depth-4
 # self-play with 20% random moves, split 94/6 into train/test by game. Resumable: rerun the same command.
-#   recipes/chess/make_data_small.sh [OUT]   (default /work/data/chess)
+#   recipes/chess/make_data_small.sh [OUT]   (default data/chess)
 set -euo pipefail
-OUT="${1:-/work/data/chess}"
+OUT="${1:-data/chess}"
 exec zoo chess make-data "$OUT" --games 650 --depth 8 --selfplay-depth 4 --random-move-prob 0.2 \
   --max-book-plies 12 --max-plies 160 --test-fraction 0.06 --seed 0 --workers "${WORKERS:-2}"
