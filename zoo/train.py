@@ -65,5 +65,5 @@ def run_recipe(
     except SIGTERMException:
         # Lightning exits 0 on SIGTERM; a script chaining `zoo train && zoo publish` must not publish a half run
         raise SystemExit(f"zoo: training stopped by SIGTERM at step {cli.trainer.global_step}; resume it with "
-                         "--ckpt-path <run>/checkpoints/last.ckpt") from None
+                         "--ckpt-path last (or the path of its last.ckpt)") from None
     return cli

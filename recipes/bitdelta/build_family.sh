@@ -14,9 +14,7 @@ STEPS_DISTILL="${STEPS_DISTILL:-400}"
 
 case "${1:-}" in
 base)
-  resume=()
-  [ -f "$RUN/base/checkpoints/last.ckpt" ] && resume=(--ckpt-path "$RUN/base/checkpoints/last.ckpt")
-  zoo train "$HERE/base-pretrain.yaml" --trainer.default_root_dir="$RUN/base" "${resume[@]}"
+  zoo train "$HERE/base-pretrain.yaml" --trainer.default_root_dir="$RUN/base" --ckpt-path last
   zoo publish "$RUN/base/checkpoints/last.ckpt" "$RUN/base/repo" --dtype bfloat16
   ;;
 deltas)
@@ -24,9 +22,7 @@ deltas)
   for corpus in austen milton; do
     out="$RUN/$corpus"
     if [ ! -f "$out/repo/config.json" ]; then
-      resume=()
-      [ -f "$out/checkpoints/last.ckpt" ] && resume=(--ckpt-path "$out/checkpoints/last.ckpt")
-      zoo finetune "$BASE" "$HERE/finetune-$corpus.yaml" --trainer.default_root_dir="$out" "${resume[@]}"
+      zoo finetune "$BASE" "$HERE/finetune-$corpus.yaml" --trainer.default_root_dir="$out" --ckpt-path last
       zoo publish "$out/checkpoints/last.ckpt" "$out/repo"
     fi
     # float32: the deltas are merged into the (bf16-stored) base upcast to fp32, as the fine-tune was trained

@@ -12,12 +12,8 @@ RUN="${2:-runs/chess-small-av}"
 PUZZLES="${PYCHESS_PUZZLES:-/usr/share/pychess/learn/puzzles}"  # or: dpkg -x pychess_*.deb DIR; DIR/usr/share/...
 mkdir -p "$RUN/eval"
 
-resume=()
-CKPT="$(ls -t "$RUN"/lightning_logs/version_*/checkpoints/last.ckpt 2>/dev/null | head -1 || true)"
-[ -n "$CKPT" ] && resume=(--ckpt-path "$CKPT")
-zoo train "$HERE/small_cpu.yaml" --data.init_args.data_dir="$DATA" --trainer.default_root_dir="$RUN" "${resume[@]}"
-CKPT="$(ls -t "$RUN"/lightning_logs/version_*/checkpoints/last.ckpt | head -1)"
-zoo publish "$CKPT" "$RUN/repo"
+zoo train "$HERE/small_cpu.yaml" --data.init_args.data_dir="$DATA" --trainer.default_root_dir="$RUN" --ckpt-path last
+zoo publish "$RUN/checkpoints/last.ckpt" "$RUN/repo"
 
 zoo chess eval "$RUN/repo" --test-bag "$DATA/test/action_value_data.bag" --json "$RUN/eval/static.json"
 zoo chess puzzles "$RUN/repo" "$PUZZLES/mate_in_2.pgn" "$PUZZLES/mate_in_3.pgn" ${PUZZLE_LIMIT:+--limit $PUZZLE_LIMIT} --json "$RUN/eval/puzzles.json"
