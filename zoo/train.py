@@ -66,4 +66,15 @@ def run_recipe(
         # Lightning exits 0 on SIGTERM; a script chaining `zoo train && zoo publish` must not publish a half run
         raise SystemExit(f"zoo: training stopped by SIGTERM at step {cli.trainer.global_step}; resume it with "
                          "--ckpt-path last (or the path of its last.ckpt)") from None
+    _save_final_last(cli.trainer)
     return cli
+
+
+def _save_final_last(trainer) -> None:
+    """Write the final state as every ``save_last`` checkpoint callback's ``last.ckpt``.
+
+    Lightning writes ``last.ckpt`` only at its triggers (every N steps, epoch ends) and not again when training
+    ends after them, so ``zoo publish .../last.ckpt`` would publish weights from before the last steps."""
+    for callback in trainer.checkpoint_callbacks:
+        if callback.save_last and callback.dirpath:
+            trainer.save_checkpoint(os.path.join(callback.dirpath, callback.CHECKPOINT_NAME_LAST + callback.FILE_EXTENSION))

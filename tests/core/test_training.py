@@ -88,6 +88,17 @@ def test_sigterm_fails_the_run_and_resuming_finishes_it(tmp_path):
     assert max(torch.load(p, weights_only=True)["global_step"] for p in tmp_path.rglob("last.ckpt")) == 6
 
 
+def test_last_checkpoint_holds_the_final_step(tmp_path):
+    # a save trigger at step 4 of 6: Lightning alone would leave last.ckpt at step 4
+    cli = run_recipe(RECIPE, [f"--trainer.default_root_dir={tmp_path}", "--trainer.max_steps=6",
+                              "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.save_last=true",
+                              f"--trainer.callbacks.dirpath={tmp_path / 'ckpts'}",
+                              "--trainer.callbacks.every_n_train_steps=4"])
+    last = torch.load(tmp_path / "ckpts" / "last.ckpt", weights_only=True)
+    assert last["global_step"] == 6
+    assert torch.equal(last["state_dict"]["net.0.weight"], cli.model.net[0].weight)
+
+
 def test_cli_train_and_publish(tmp_path, capsys):
     assert main(["train", RECIPE, f"--trainer.default_root_dir={tmp_path}"]) == 0
     ckpt = next(tmp_path.rglob("*.ckpt"))

@@ -1,6 +1,7 @@
 """FID through torchmetrics with the offline Inception weights; reference statistics as mu/sigma .npz."""
 
 import importlib.util
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -88,6 +89,50 @@ def test_evaluate_fid_of_pipeline_samples(pipeline, image_folder, tmp_path):
     assert again["fid"] == pytest.approx(result["fid"], rel=1e-6)  # same samples, stats from the saved .npz
     with pytest.raises(ValueError, match="exactly one reference"):
         evaluate_fid(pipeline, n=1, features=TinyFeatures())
+
+
+def test_interrupted_evaluation_resumes_from_its_feature_cache(pipeline, image_folder, tmp_path, monkeypatch):
+    from zoo.rcg.eval import evaluate_fid
+
+    kwargs = dict(n=6, batch_size=2, ref_images=str(image_folder / "val"), features=TinyFeatures(), rdm_steps=5,
+                  steps=3)
+    full = evaluate_fid(pipeline, **kwargs)
+    calls = []
+    sample = pipeline.sample
+
+    def interrupted(n, **kw):
+        calls.append(kw["seed"])
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return sample(n, **kw)
+
+    monkeypatch.setattr(pipeline, "sample", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate_fid(pipeline, cache_dir=tmp_path / "cache", **kwargs)
+    assert sorted(p.name for p in (tmp_path / "cache").glob("*.npy")) == ["00000000.npy", "00000002.npy"]
+    calls.clear()
+    resumed = evaluate_fid(pipeline, cache_dir=tmp_path / "cache", **kwargs)
+    assert calls == [4]  # only the batch that was never finished is sampled again
+    assert resumed["fid"] == pytest.approx(full["fid"], rel=1e-9)
+    with pytest.raises(ValueError, match="features of another evaluation"):
+        evaluate_fid(pipeline, cache_dir=tmp_path / "cache", **{**kwargs, "steps": 4})
+
+
+def test_fashion_mnist_reference_images_are_the_test_split(tmp_path):
+    import argparse
+
+    from zoo.rcg.cli import _reference_batches
+    from zoo.rcg.data import FashionMNIST
+
+    root = "/usr/share/datasets/fashion-mnist"
+    if not (Path(root) / "t10k-images-idx3-ubyte.gz").exists():
+        pytest.skip("needs Debian's dataset-fashion-mnist")
+    args = argparse.Namespace(folder=None, fashion_mnist="test", root=root, batch_size=64)
+    source, batches = _reference_batches(args)
+    first = next(iter(batches))
+    assert source == "fashion-mnist:test" and first.dtype == torch.uint8 and first.shape == (64, 3, 28, 28)
+    image, _ = FashionMNIST(root, "test")[0]
+    assert torch.equal(first[0].permute(1, 2, 0), torch.from_numpy(np.asarray(image)))
 
 
 @pytest.mark.slow

@@ -141,3 +141,25 @@ def test_cli_sample_class_conditional(converted, tmp_path):
     with pytest.raises(ValueError, match="1 or --n"):
         rcg_cli(["rcg", "sample", str(converted["pipeline_cc"]), "--n", "3", "--labels", "1,2", "--out",
                  str(tmp_path / "x.png")])
+
+
+def test_cli_assemble_writes_the_stages_as_one_pipeline(converted, pipeline, tmp_path):
+    rcg_cli(["rcg", "assemble", "--rdm", str(converted["rdm"]), "--mage", str(converted["mage"]),
+             "--out", str(tmp_path / "assembled"), "--sampling", '{"cfg": 0.5}'])
+    assembled = zoo.load(tmp_path / "assembled")
+    assert isinstance(assembled, RCGPipeline) and assembled.sampling_defaults["cfg"] == 0.5
+    reference = pipeline.state_dict()
+    assert all(torch.equal(v, reference[k]) for k, v in assembled.state_dict().items())
+    with pytest.raises(SystemExit, match="--rdm must be a trained rcg-rdm repo"):
+        rcg_cli(["rcg", "assemble", "--rdm", str(converted["mage"]), "--mage", str(converted["mage"]),
+                 "--out", str(tmp_path / "bad")])
+    assert not (tmp_path / "bad").exists()
+
+
+def test_half_precision_repo_computes_in_float32_unless_asked(converted, pipeline, tmp_path):
+    zoo.load(converted["pipeline"]).to(torch.float16).save_pretrained(tmp_path / "fp16")
+    loaded = zoo.load(tmp_path / "fp16")
+    assert {p.dtype for p in loaded.parameters()} == {torch.float32}
+    half_rounded = {k: v.half().float() for k, v in pipeline.named_parameters()}
+    assert all(torch.equal(loaded.state_dict()[k], v) for k, v in half_rounded.items())
+    assert {p.dtype for p in zoo.load(tmp_path / "fp16", dtype="bfloat16").parameters()} == {torch.bfloat16}

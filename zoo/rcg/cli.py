@@ -1,4 +1,4 @@
-"""``zoo rcg sample | reconstruct | eval | ref-stats`` and ``zoo convert rcg``."""
+"""``zoo rcg sample | reconstruct | eval | ref-stats | assemble`` and ``zoo convert rcg``."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def cmd_eval(args) -> None:
     model = _load(args)
     result = evaluate_fid(model, n=args.n, batch_size=args.batch_size, seed=args.seed, ref_stats=args.ref_stats,
                           ref_images=args.ref_images, save_ref_stats=args.save_ref_stats,
-                          inception_score=args.inception_score, **_sampling_kwargs(args))
+                          inception_score=args.inception_score, cache_dir=args.cache_dir, **_sampling_kwargs(args))
     result["model"] = args.name
     text = json.dumps(result, indent=2)
     print(text)
@@ -93,15 +93,60 @@ def cmd_eval(args) -> None:
         write_text_atomic(args.out, text + "\n")
 
 
-def cmd_ref_stats(args) -> None:
+def _reference_batches(args):
+    """(name, uint8 batches) of the images ref-stats reads: a folder, or a Fashion-MNIST split."""
     import torch
 
-    from zoo.rcg.eval import InceptionFeatures, iter_image_folder, save_reference_stats
+    from zoo.rcg.eval import iter_image_folder
 
+    if args.fashion_mnist is None:
+        return str(args.folder), iter_image_folder(args.folder, args.batch_size)
+    from zoo.rcg.data import FashionMNIST
+
+    images = torch.from_numpy(FashionMNIST(args.root, args.fashion_mnist).images)  # (N, 28, 28) uint8
+    batches = (images[i:i + args.batch_size, None].expand(-1, 3, -1, -1)
+               for i in range(0, len(images), args.batch_size))
+    return f"fashion-mnist:{args.fashion_mnist}", batches
+
+
+def cmd_ref_stats(args) -> None:
+    import torch
+    from tqdm.auto import tqdm
+
+    from zoo.rcg.eval import FeatureCache, InceptionFeatures, save_reference_stats
+
+    if (args.folder is None) == (args.fashion_mnist is None):
+        raise SystemExit("give a folder of images or --fashion-mnist train|test (not both)")
+    source, batches = _reference_batches(args)
+    cache = FeatureCache(args.cache_dir, {"images": source, "batch_size": args.batch_size}) if args.cache_dir else None
     net = InceptionFeatures().to(args.device)
-    feats = torch.cat([net(b.to(args.device)).cpu() for b in iter_image_folder(args.folder, args.batch_size)])
+    feats = []
+    for i, batch in enumerate(tqdm(batches, desc="reference features", unit="batch")):
+        f = cache.load(i * args.batch_size) if cache is not None else None
+        if f is None:
+            f = net(batch.to(args.device)).cpu()
+            if cache is not None:
+                cache.save(i * args.batch_size, f)
+        feats.append(f)
+    feats = torch.cat(feats)
     save_reference_stats(args.out, feats)
-    print(f"wrote {args.out}: mu/sigma of {feats.shape[0]} images")
+    print(f"wrote {args.out}: mu/sigma of {feats.shape[0]} images ({source})")
+
+
+def cmd_assemble(args) -> None:
+    import zoo
+    from zoo.rcg.module import MAGEModule, RDMModule
+    from zoo.rcg.pipeline import RCGPipeline
+
+    rdm, mage = zoo.load(args.rdm), zoo.load(args.mage)
+    for model, kind, flag in ((rdm, RDMModule, "--rdm"), (mage, MAGEModule, "--mage")):
+        if not isinstance(model, kind):
+            raise SystemExit(f"{flag} must be a trained {kind.model_type} repo, got a {model.model_type}")
+    sampling = json.loads(args.sampling) if args.sampling else None
+    pipeline = RCGPipeline.from_stages(rdm, mage, sampling=sampling)
+    names = pipeline.save_pretrained(args.out)
+    print(f"wrote {args.out} ({', '.join(names)}): RCG pipeline of {args.rdm} (EMA) + {args.mage}; "
+          f"sample with `zoo rcg sample {args.out}`")
 
 
 def cmd_convert(args) -> None:
@@ -164,15 +209,26 @@ def register_cli(commands, convert) -> None:
     p.add_argument("--save-ref-stats", help="with --ref-images: also write their mu/sigma .npz")
     p.add_argument("--inception-score", action="store_true", help="also compute IS (needs classifier weights)")
     p.add_argument("--out", help="write the metrics as JSON")
+    p.add_argument("--cache-dir", help="keep per-batch sample features here; a rerun resumes from them")
     _add_sampling(p)
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("ref-stats", help="FID reference statistics (mu/sigma .npz) of a folder of images")
-    p.add_argument("folder")
+    p.add_argument("folder", nargs="?", help="folder of real images")
+    p.add_argument("--fashion-mnist", choices=("train", "test"), help="use this Fashion-MNIST split instead")
+    p.add_argument("--root", default="/usr/share/datasets/fashion-mnist", help="Fashion-MNIST idx folder")
     p.add_argument("--out", required=True)
     p.add_argument("--batch-size", type=int, default=100)
+    p.add_argument("--cache-dir", help="keep per-batch features here; a rerun resumes from them")
     p.add_argument("--device", default="cpu")
     p.set_defaults(func=cmd_ref_stats)
+
+    p = sub.add_parser("assemble", help="join trained stages (an RDM and a conditioned MAGE repo) into a pipeline")
+    p.add_argument("--rdm", required=True, help="rcg-rdm repo folder (its EMA weights are used)")
+    p.add_argument("--mage", required=True, help="rcg-mage repo folder (brings the encoder and tokenizer)")
+    p.add_argument("--out", required=True, help="output repo folder")
+    p.add_argument("--sampling", help='JSON of sampling defaults, e.g. \'{"cfg": 2.0, "temperature": 4.5}\'')
+    p.set_defaults(func=cmd_assemble)
 
     p = convert.add_parser("rcg", help="official MoCo v3 / MAGE / RDM / VQGAN checkpoints -> zoo repos")
     p.add_argument("src", nargs="+", help="one checkpoint (-> its stage), or a MAGE + an RDM checkpoint (-> pipeline)")

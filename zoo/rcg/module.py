@@ -123,6 +123,11 @@ class _RCGStage(ZooModule):
                 sub.eval()
         return self
 
+    @classmethod
+    def from_repo_dir(cls, directory, hparams, *, device, dtype, **kwargs):
+        # repos may store half-precision weights to stay small; they compute in float32 unless asked otherwise
+        return super().from_repo_dir(directory, hparams, device=device, dtype=dtype or torch.float32, **kwargs)
+
     def load_weights_(self, state: dict[str, torch.Tensor]) -> None:
         super().load_weights_(state)
         self._pretrained_loaded = True
