@@ -78,6 +78,8 @@ def test_rdm_schedule_and_ddim_parameters(converted):
     assert torch.equal(steps, ref["ddim250_timesteps"])
     assert torch.equal(ddim_timesteps(25), ref["ddim25_timesteps"])
     assert len(ddim_timesteps(30)) == 31 and ddim_timesteps(30)[-1] == 991  # range(0, 1000, 33) + 1
+    with pytest.raises(ValueError, match="rdm_steps=3 puts the last DDIM step at t=1000"):
+        ddim_timesteps(3)  # range(0, 1000, 333) + 1 ends at 1000: the official sampler's IndexError
     alphas, alphas_prev, sigmas = ddim_parameters(schedule.alphas_cumprod, steps, eta=1.0)
     assert max_err(alphas, ref["ddim250_alphas"]) == 0.0
     assert max_err(alphas_prev, ref["ddim250_alphas_prev"]) == 0.0

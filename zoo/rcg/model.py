@@ -308,7 +308,11 @@ def ddim_timesteps(num_steps: int, timesteps: int = 1000) -> torch.Tensor:
     if not 1 <= num_steps <= timesteps:
         raise ValueError(f"rdm_steps must be in [1, {timesteps}], got {num_steps}")
     c = timesteps // num_steps
-    return torch.arange(0, timesteps, c) + 1
+    steps = torch.arange(0, timesteps, c) + 1
+    if steps[-1] >= timesteps:  # the official sampler fails with an IndexError here
+        raise ValueError(f"rdm_steps={num_steps} puts the last DDIM step at t={int(steps[-1])}, past the schedule's "
+                         f"{timesteps} steps (the official off-by-one); use {num_steps + 1} instead")
+    return steps
 
 
 def ddim_parameters(alphas_cumprod: torch.Tensor, steps: torch.Tensor, eta: float):

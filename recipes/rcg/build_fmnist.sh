@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# rcg-fashionmnist (issue 7): every RCG stage trained on Fashion-MNIST, the unconditional MAGE baseline with the
+# same budget, FID of each against the 10,000 test images, and the published pipeline. Run from any folder
+# (runs go to RUN); all steps resume where they stopped.
+#   recipes/rcg/build_fmnist.sh train     # MoCo v3 -> RDM -> MAGE  beside  VQGAN -> baseline MAGE (two chains,
+#                                         # one core each: ~110 min on 2 cores), each stage published to RUN/STAGE/repo
+#   recipes/rcg/build_fmnist.sh eval      # pipeline (RDM EMA + MAGE), FID of N samples (default 10000) for the
+#                                         # baseline, RCG without guidance and each CFG scale; 64-sample PNG grids
+#   recipes/rcg/build_fmnist.sh publish   # the pipeline in fp16 with its card -> hub/rcg-fashionmnist
+# Results: RUN/eval/<name>.json (FID) and RUN/eval/<name>.png; the card text is recipes/rcg/fmnist_card.yaml.
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+RUN="${RUN:-runs/rcg}"
+N="${N:-10000}"
+CFGS="${CFGS:-1 3 6}"
+DEFAULTS="${DEFAULTS:-{\"cfg\": 3.0, \"temperature\": 6.0, \"steps\": 20\}}"  # the shipped sampling settings
+SAMPLING=(--steps "${STEPS:-20}" --temperature "${TEMPERATURE:-6}" --batch-size 100)
+
+train_stage() {  # recipe paths are relative (runs/rcg/...): run from RUN's parent
+  local stage=$1 out="$RUN/$1"
+  [ -f "$out/repo/config.json" ] && return
+  zoo train "$HERE/fmnist_$stage.yaml" --trainer.default_root_dir="$out" --ckpt-path last
+  zoo publish "$out/checkpoints/last.ckpt" "$out/repo"
+}
+
+case "${1:-}" in
+train)
+  [ "$RUN" = runs/rcg ] || { echo "the recipes write to runs/rcg (relative); run from the folder that holds it" >&2; exit 2; }
+  mkdir -p "$RUN"
+  export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+  # MAGE needs the encoder and the tokenizer: MoCo v3 (15 min) + RDM (17 min) outlast the VQGAN (27 min)
+  (train_stage mocov3 && train_stage rdm && train_stage mage) > "$RUN/chain1.log" 2>&1 & chain1=$!
+  (train_stage vqgan && train_stage mage_baseline) > "$RUN/chain2.log" 2>&1 & chain2=$!
+  status=0
+  wait "$chain1" || { echo "chain 1 (mocov3, rdm, mage) failed: see $RUN/chain1.log" >&2; status=1; }
+  wait "$chain2" || { echo "chain 2 (vqgan, mage_baseline) failed: see $RUN/chain2.log" >&2; status=1; }
+  exit $status
+  ;;
+eval)
+  mkdir -p "$RUN/eval"
+  [ -f "$RUN/pipeline/config.json" ] || zoo rcg assemble --rdm "$RUN/rdm/repo" --mage "$RUN/mage/repo" --out "$RUN/pipeline"
+  [ -f "$RUN/eval/fmnist_test_ref.npz" ] || zoo rcg ref-stats --fashion-mnist test --out "$RUN/eval/fmnist_test_ref.npz" \
+    --batch-size 50 --cache-dir "$RUN/eval/ref_cache"
+  evaluate() {  # name model [sampling options]
+    local name=$1 model=$2; shift 2
+    zoo rcg eval "$model" --n "$N" --ref-stats "$RUN/eval/fmnist_test_ref.npz" "${SAMPLING[@]}" "$@" \
+      --cache-dir "$RUN/eval/cache-$name-$N" --out "$RUN/eval/$name-$N.json"
+    zoo rcg sample "$model" --n 64 --nrow 8 "${SAMPLING[@]}" "$@" --out "$RUN/eval/$name.png"
+  }
+  evaluate baseline "$RUN/mage_baseline/repo"
+  evaluate rcg-cfg0 "$RUN/pipeline" --cfg 0
+  for cfg in $CFGS; do evaluate "rcg-cfg$cfg" "$RUN/pipeline" --cfg "$cfg"; done
+  ;;
+publish)  # sampling defaults: the best guidance scale of the evaluation
+  zoo rcg assemble --rdm "$RUN/rdm/repo" --mage "$RUN/mage/repo" --out "$RUN/pipeline-defaults" \
+    --sampling "$DEFAULTS"
+  zoo publish "$RUN/pipeline-defaults" "${HUB:-hub/rcg-fashionmnist}" --dtype float16 --card "$HERE/fmnist_card.yaml"
+  ;;
+*)
+  echo "usage: $0 train|eval|publish" >&2
+  exit 2
+  ;;
+esac
