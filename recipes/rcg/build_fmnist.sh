@@ -44,7 +44,7 @@ eval)
   evaluate() {  # name model [sampling options]
     local name=$1 model=$2; shift 2
     zoo rcg eval "$model" --n "$N" --ref-stats "$RUN/eval/fmnist_test_ref.npz" "${SAMPLING[@]}" "$@" \
-      --cache-dir "$RUN/eval/cache-$name-$N" --out "$RUN/eval/$name-$N.json"
+      --cache-dir "$RUN/eval/cache-$name" --out "$RUN/eval/$name-$N.json"  # N=2000 then N=10000 reuses the 2000
     zoo rcg sample "$model" --n 64 --nrow 8 "${SAMPLING[@]}" "$@" --out "$RUN/eval/$name.png"
   }
   evaluate baseline "$RUN/mage_baseline/repo"

@@ -118,6 +118,17 @@ def test_interrupted_evaluation_resumes_from_its_feature_cache(pipeline, image_f
         evaluate_fid(pipeline, cache_dir=tmp_path / "cache", **{**kwargs, "steps": 4})
 
 
+def test_weights_fingerprint_tells_weights_apart():
+    from zoo.rcg.eval import weights_fingerprint
+
+    a, b = TinyFeatures(), TinyFeatures()
+    assert weights_fingerprint(a) == weights_fingerprint(b)  # same seeded init
+    with torch.no_grad():
+        b.conv.bias[3] = 1e-6
+    assert weights_fingerprint(a) != weights_fingerprint(b)
+    assert weights_fingerprint(a) != weights_fingerprint(a.double())
+
+
 def test_fashion_mnist_reference_images_are_the_test_split(tmp_path):
     import argparse
 
