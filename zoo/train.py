@@ -76,5 +76,7 @@ def _save_final_last(trainer) -> None:
     Lightning writes ``last.ckpt`` only at its triggers (every N steps, epoch ends) and not again when training
     ends after them, so ``zoo publish .../last.ckpt`` would publish weights from before the last steps."""
     for callback in trainer.checkpoint_callbacks:
-        if callback.save_last and callback.dirpath:
+        # only when stale: a save at the final step holds the state from before on_train_end hooks (EMA swaps)
+        stale = getattr(callback, "_last_global_step_saved", None) != trainer.global_step
+        if callback.save_last and callback.dirpath and stale:
             trainer.save_checkpoint(os.path.join(callback.dirpath, callback.CHECKPOINT_NAME_LAST + callback.FILE_EXTENSION))
