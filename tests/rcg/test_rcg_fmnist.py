@@ -1,6 +1,7 @@
 """The Fashion-MNIST recipes of rcg-fashionmnist, each run for a few steps and published in the order
 recipes/rcg/build_fmnist.sh runs them, then assembled into a pipeline that samples."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -27,8 +28,6 @@ def runs(tmp_path_factory):
     cwd = Path.cwd()
     losses = {}
     try:
-        import os
-
         os.chdir(root)
         for stage in STAGES:
             cli = run_recipe(RECIPES / f"fmnist_{stage}.yaml", FEW_STEPS)

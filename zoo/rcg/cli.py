@@ -113,22 +113,15 @@ def cmd_ref_stats(args) -> None:
     import torch
     from tqdm.auto import tqdm
 
-    from zoo.rcg.eval import FeatureCache, InceptionFeatures, save_reference_stats
+    from zoo.rcg.eval import FeatureCache, InceptionFeatures, cached_features, save_reference_stats
 
     if (args.folder is None) == (args.fashion_mnist is None):
         raise SystemExit("give a folder of images or --fashion-mnist train|test (not both)")
     source, batches = _reference_batches(args)
     cache = FeatureCache(args.cache_dir, {"images": source, "batch_size": args.batch_size}) if args.cache_dir else None
     net = InceptionFeatures().to(args.device)
-    feats = []
-    for i, batch in enumerate(tqdm(batches, desc="reference features", unit="batch")):
-        f = cache.load(i * args.batch_size) if cache is not None else None
-        if f is None:
-            f = net(batch.to(args.device)).cpu()
-            if cache is not None:
-                cache.save(i * args.batch_size, f)
-        feats.append(f)
-    feats = torch.cat(feats)
+    feats = torch.cat([cached_features(cache, i * args.batch_size, len(batch), lambda: net(batch.to(args.device)).cpu())
+                       for i, batch in enumerate(tqdm(batches, desc="reference features", unit="batch"))])
     save_reference_stats(args.out, feats)
     print(f"wrote {args.out}: mu/sigma of {feats.shape[0]} images ({source})")
 

