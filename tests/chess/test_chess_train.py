@@ -9,8 +9,8 @@ import zoo
 from zoo.chess.bag import BagReader, decode_record
 from zoo.chess.data import ChessBagDataset, ChessDataModule, find_bag, record_to_sequence
 from zoo.chess.model import CONFIGS
-from zoo.chess.module import ChessTransformerModule
-from zoo.chess.tokenizer import tokenize
+from zoo.chess.module import ChessTransformerModule, square_factored_action_embeddings
+from zoo.chess.tokenizer import ACTION_TO_INDEX, tokenize
 
 
 def _trainer(**kwargs):
@@ -26,6 +26,22 @@ def test_sequences_follow_the_official_layout(fixtures_dir):
     fen = "8/6pk/5p2/1p6/3R1P1p/n2K2PP/6N1/8 b - - 1 42"
     assert record_to_sequence("state_value", (fen, 0.5))[0].tolist() == tokenize(fen).tolist() + [63]
     assert record_to_sequence("behavioral_cloning", (fen, "e2e4"))[0].tolist() == tokenize(fen).tolist() + [317]
+
+
+def test_square_factored_action_embeddings_share_squares_and_pieces():
+    rows = square_factored_action_embeddings(64, torch.Generator().manual_seed(0))
+    row = {move: rows[ACTION_TO_INDEX[move]] for move in ("e1e4", "e1e3", "e2e4", "e2e3", "a7a8q", "a7a8n", "b7b8q", "b7b8n")}
+    # moves from one square differ only by their to-squares; promotions only by their pieces
+    torch.testing.assert_close(row["e1e4"] - row["e1e3"], row["e2e4"] - row["e2e3"])
+    torch.testing.assert_close(row["a7a8q"] - row["a7a8n"], row["b7b8q"] - row["b7b8n"])
+    assert not torch.allclose(row["e1e4"], row["e2e4"])
+    assert rows.shape == (1968, 64) and 0.9 < float(rows.std() * 64**0.5) < 1.1  # unit scale after x sqrt(D)
+    module = ChessTransformerModule(num_layers=1, embedding_dim=32, num_heads=4, action_embedding_init="squares")
+    assert 0.9 < float(module.model.token_embedding.weight.std() * 32**0.5) < 1.1
+    official = ChessTransformerModule(num_layers=1, embedding_dim=32, num_heads=4)
+    assert float(official.model.token_embedding.weight.std()) < 0.03  # the official truncated normal, std 0.02
+    with pytest.raises(ValueError, match="action_embedding_init"):
+        ChessTransformerModule(action_embedding_init="random")
 
 
 def test_official_bag_dataset(fixtures_dir):

@@ -8,10 +8,13 @@ import torch
 import torch.nn.functional as F
 
 from zoo.chess.model import ChessTransformer, ChessTransformerConfig
+from zoo.chess.tokenizer import ACTIONS
 from zoo.module import ZooModule
 from zoo.schedules import warmup_cosine
 
-__all__ = ["ChessTransformerModule", "hl_gauss_targets"]
+__all__ = ["ChessTransformerModule", "hl_gauss_targets", "square_factored_action_embeddings"]
+
+ACTION_EMBEDDING_INITS = ("official", "squares")
 
 
 def hl_gauss_targets(win_probs: torch.Tensor, num_buckets: int, sigma_buckets: float) -> torch.Tensor:
@@ -24,6 +27,21 @@ def hl_gauss_targets(win_probs: torch.Tensor, num_buckets: int, sigma_buckets: f
     return (mass / mass.sum(-1, keepdim=True)).float()  # (B, K)
 
 
+def square_factored_action_embeddings(dim: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """A start for the token table ``(1968, dim)``: each action's row is the sum of a from-square, a to-square
+    and a promotion vector shared by every action with that square or piece, at the scale of the position
+    table once multiplied by sqrt(dim). What the network first learns about a square then applies to all moves
+    touching it; rows are trained freely afterwards, so the architecture and checkpoints stay the official ones."""
+    squares = {name: i for i, name in enumerate(f + r for r in "12345678" for f in "abcdefgh")}
+    from_idx = torch.tensor([squares[a[:2]] for a in ACTIONS])
+    to_idx = torch.tensor([squares[a[2:4]] for a in ACTIONS])
+    promo_idx = torch.tensor([" qrbn".index(a[4:] or " ") for a in ACTIONS])
+    from_vec, to_vec = torch.randn(2, 64, dim, generator=generator)
+    promo_vec = torch.randn(5, dim, generator=generator)
+    rows = from_vec[from_idx] + to_vec[to_idx] + promo_vec[promo_idx]  # (1968, dim), each entry N(0, 3)
+    return rows / math.sqrt(3 * dim)  # x sqrt(dim) in the forward: unit scale, like the position table
+
+
 class ChessTransformerModule(ZooModule):
     """Action-value, state-value or behavioural-cloning predictor from "Amortized Planning with Large-Scale
     Transformers: A Case Study on Chess". Batches are dicts with ``sequences`` ``(B, T)`` int64 (targets
@@ -31,6 +49,9 @@ class ChessTransformerModule(ZooModule):
 
     Loss: the natural-log NLL of the last token (as the official trainer), or the cross-entropy against
     HL-Gauss smoothed bucket targets when ``hl_gauss_sigma`` is set (AV/SV only).
+
+    ``action_embedding_init="squares"`` starts the token table from ``square_factored_action_embeddings``
+    instead of the official truncated normal (std 0.02): small-data runs learn move values much sooner.
     """
 
     model_type = "chess-transformer"
@@ -49,6 +70,7 @@ class ChessTransformerModule(ZooModule):
         hl_gauss_sigma: float | None = None,
         lr_schedule: str = "constant",
         warmup_steps: int = 0,
+        action_embedding_init: str = "official",
     ):
         super().__init__()
         self.save_hyperparameters()
@@ -66,7 +88,13 @@ class ChessTransformerModule(ZooModule):
         if lr_schedule not in ("constant", "cosine"):
             raise ValueError(f"lr_schedule must be 'constant' (official) or 'cosine' (warm-up, then decay to 0 at the "
                              f"trainer's max_steps), got {lr_schedule!r}")
+        if action_embedding_init not in ACTION_EMBEDDING_INITS:
+            raise ValueError(f"action_embedding_init must be one of {', '.join(ACTION_EMBEDDING_INITS)}, "
+                             f"got {action_embedding_init!r}")
         self.model = ChessTransformer(self.cfg)
+        if action_embedding_init == "squares" and not self.model.position_embedding.is_meta:
+            with torch.no_grad():
+                self.model.token_embedding.weight.copy_(square_factored_action_embeddings(embedding_dim))
 
     @property
     def policy(self) -> str:
