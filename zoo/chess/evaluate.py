@@ -113,7 +113,8 @@ def static_metrics(engine: ChessEngine, test_bag: str | os.PathLike, *, max_fens
             returns = data[fen][:, 1]
             per_fen.append({"fen": fen, **_fen_metrics(analysis, returns, engine.module.cfg.num_return_buckets)})
     keys = [k for k in per_fen[0] if k != "fen"] if per_fen else []
-    averages = {f"eval_{k}": float(np.mean([r[k] for r in per_fen])) for k in keys}
+    # nanmean: the value-based tau is undefined (NaN) where Stockfish gives every move the same value
+    averages = {f"eval_{k}": float(np.nanmean([r[k] for r in per_fen])) for k in keys}
     averages["num_fens"] = len(per_fen)
     averages["num_dropped_fens"] = len(dropped)
     return averages, per_fen
