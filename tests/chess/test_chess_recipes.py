@@ -26,6 +26,7 @@ def test_small_cpu_recipe_runs(generated_data, tmp_path):
     cli = run_recipe(
         RECIPES / "small_cpu.yaml",
         [f"--data.init_args.data_dir={generated_data}", "--data.init_args.batch_size=8", "--trainer.max_steps=2",
+         "--trainer.devices=1", "--trainer.strategy=auto",  # the recipe's two DDP processes cannot start inside pytest
          "--trainer.val_check_interval=1", "--trainer.limit_val_batches=1", f"--trainer.default_root_dir={tmp_path}",
          "--trainer.enable_progress_bar=false"],
     )

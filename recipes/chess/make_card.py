@@ -1,0 +1,132 @@
+"""Write the model-card YAML of a chess model trained here from its measurements (issue 9).
+
+    python recipes/chess/make_card.py RUN DATA NAME --train-minutes M > RUN/card.yaml
+
+reads RUN/eval/{static,puzzles,random,greedy,sf0,sf3}.json (written by build_small_av.sh), DATA/info.json
+(written by ``zoo chess make-data``) and RUN/lightning_logs/*/config.yaml (the resolved recipe), and prints the
+card for ``zoo publish RUN/repo hub/NAME --card RUN/card.yaml``. Every number in the card comes from those files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+OPPONENTS = {
+    "random": "random mover",
+    "greedy": "1-ply material-greedy player",
+    "sf0": "Stockfish 15.1, Skill Level 0, 1000 nodes",
+    "sf3": "Stockfish 15.1, Skill Level 3, 1000 nodes",
+}
+POLICY_WORDS = {
+    "action_value": "action-value (predicts the win probability of every legal move; plays the best)",
+    "state_value": "state-value (predicts the win probability of each successor position; plays the best)",
+    "behavioral_cloning": "behavioural-cloning (predicts Stockfish's best move directly)",
+}
+
+
+def _elo(result: dict) -> str:
+    if result["elo"] is None:
+        return "unbounded (no points lost)" if result["score"] == 1 else "unbounded (no points won)"
+    return f"{result['elo']:+.0f} ± {result['elo_error_95']:.0f}"
+
+
+def build_card(run: Path, data: Path, name: str, train_minutes: float) -> dict:
+    evals = run / "eval"
+    static = json.loads((evals / "static.json").read_text())
+    puzzles = {Path(k).stem: v for k, v in json.loads((evals / "puzzles.json").read_text()).items()}
+    matches = {k: json.loads((evals / f"{k}.json").read_text()) for k in OPPONENTS if (evals / f"{k}.json").exists()}
+    info = json.loads((data / "info.json").read_text())
+    (config_path,) = sorted(run.glob("lightning_logs/*/config.yaml"))[-1:]
+    recipe = yaml.safe_load(config_path.read_text())
+    model, trainer, datamodule = recipe["model"]["init_args"], recipe["trainer"], recipe["data"]["init_args"]
+    gen, counts = info["config"], info["counts"]
+
+    test_set = f"mini-ChessBench test split ({static['num_fens']:,} positions of held-out games)"
+    metrics = [
+        {"name": "action_accuracy", "value": round(static["eval_action_accuracy"], 4), "dataset_name": test_set, "split": "test"},
+        {"name": "kendall_tau", "value": round(static["eval_kendall_tau"], 4), "dataset_name": test_set, "split": "test"},
+    ]
+    for stem in ("mate_in_2", "mate_in_3"):
+        p = puzzles[stem]
+        metrics.append({"name": f"{stem}_accuracy", "value": round(p["accuracy"], 4),
+                        "dataset_name": f"pychess {stem}.pgn ({p['num_puzzles']} problems)", "split": "test"})
+    rows = ["| opponent | games | wins | draws | losses | score | Elo difference (95%) |", "|---|---|---|---|---|---|---|"]
+    for key, r in matches.items():
+        metrics.append({"name": f"score_vs_{key}", "value": round(r["score"], 3),
+                        "dataset_name": f"{r['games']} games vs {OPPONENTS[key]}", "split": "match"})
+        rows.append(f"| {OPPONENTS[key]} | {r['games']} | {r['wins']} | {r['draws']} | {r['losses']} | {r['score']:.3f} | {_elo(r)} |")
+
+    devices = trainer.get("devices", 1)
+    batch = datamodule["batch_size"] * (devices if isinstance(devices, int) else 1)
+    steps = trainer["max_steps"]
+    training = "\n".join([
+        f"Data: a mini-ChessBench made here with `recipes/chess/make_data_small.sh` (`zoo chess make-data`, seed "
+        f"{gen['seed']}): {gen['num_games']} games from gnuchess-book openings (up to {gen['max_book_plies']} book "
+        f"plies), continued by Stockfish 15.1 (Debian) self-play at depth {gen['selfplay_depth']} with "
+        f"{gen['random_move_prob']:.0%} random moves; every legal move of every position analysed by Stockfish 15.1 "
+        f"at depth {gen['depth']}; split by game ({gen['test_fraction']:.0%} test).",
+        "",
+        "| split | positions | action values |",
+        "|---|---|---|",
+        *(f"| {s} | {counts[s]['positions']:,} | {counts[s]['action_values']:,} |" for s in ("train", "test")),
+        "",
+        f"Training: {steps:,} steps of {batch} sequences ({steps * batch / counts['train']['action_values']:.1f} "
+        f"epochs of the action values), Adam at {model['learning_rate']} with {model.get('warmup_steps', 0)} warm-up "
+        f"steps and a cosine decay to zero, HL-Gauss targets (sigma {model.get('hl_gauss_sigma')} buckets), gradient "
+        f"clipping 1.0; {devices} CPU processes (DDP), {train_minutes:.0f} min here.",
+        "",
+        "Evaluation (`recipes/chess/build_small_av.sh`): the official static metrics on the test split; the pychess "
+        "mate-in-2 and mate-in-3 problems (the model must find every move of the solution, or mate otherwise); "
+        "matches from gnuchess-book openings (6 plies), colours swapped every game, adjudicated draw after 400 plies:",
+        "",
+        *rows,
+    ])
+    return {
+        "name": name,
+        "description": (
+            f"A ChessBench transformer trained in the zoo: {POLICY_WORDS[model['policy']]}, {model['num_layers']} layers, "
+            f"width {model['embedding_dim']}, on a mini-ChessBench generated here with Stockfish 15.1. It plays "
+            "without search: one batched forward pass over the legal moves per move."
+        ),
+        "license": "apache-2.0",
+        "paper": "https://arxiv.org/abs/2402.04494",
+        "datasets": ["mini-chessbench"],
+        "tags": ["chess", model["policy"], "searchless"],
+        "recipe": "recipes/chess/build_small_av.sh",
+        "usage": "\n".join([
+            "import chess, zoo",
+            f'engine = zoo.load("{name}").engine()',
+            "board = chess.Board()",
+            "print(engine.play(board))                  # the model's move",
+            "print(engine.analyse(board).ranked()[:5])  # its top moves with win probabilities",
+            f"# a UCI engine for any chess GUI: zoo chess uci {name}",
+        ]),
+        "metrics": metrics,
+        "training": training,
+        "limitations": (
+            "A small model trained for about an hour and a half of two CPU cores on ~50,000 positions: it is far "
+            "weaker than the official ChessBench models (chess-9m and up), which saw billions of action values. "
+            "Test positions come from the same generator as the training games (book openings, self-play with "
+            "random moves), not from human games."
+        ),
+    }
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", type=Path)
+    parser.add_argument("data", type=Path)
+    parser.add_argument("name")
+    parser.add_argument("--train-minutes", type=float, required=True, help="wall time of the training run")
+    args = parser.parse_args(argv)
+    yaml.safe_dump(build_card(args.run, args.data, args.name, args.train_minutes), sys.stdout, sort_keys=False,
+                   allow_unicode=True, width=120)
+
+
+if __name__ == "__main__":
+    main()
