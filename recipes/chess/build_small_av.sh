@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # chess-small-av (issue 9): train, evaluate and publish the small action-value model on the mini-ChessBench of
 # make_data_small.sh. Run from any folder; every step resumes where it stopped.
-#   recipes/chess/build_small_av.sh train     # small_cpu.yaml: 6,500 steps, two DDP processes (~65 min, 2 cores)
+#   recipes/chess/build_small_av.sh train     # small_cpu.yaml: 8,500 steps, two DDP processes (~85 min, 2 cores)
 #   recipes/chess/build_small_av.sh eval      # static metrics on the test split, pychess mate-in-2/3 problems,
 #                                             # 100-game matches vs random, 1-ply greedy, Stockfish Skill 0 and 3
 #                                             # (1000 nodes), book openings, both colours: two chains (~25 min)
