@@ -1,9 +1,10 @@
 """Recipes: LightningCLI YAML configs run by ``zoo train`` and ``zoo finetune``.
 
 A recipe names a ZooModule and a LightningDataModule by ``class_path`` with their ``init_args`` and the
-``trainer`` settings. OmegaConf interpolation (``${model.init_args.lr}``) works inside recipes, command-line
-overrides are jsonargparse's (``--trainer.max_steps=10``), and the resolved config is saved beside the
-checkpoints (``config.yaml`` in the run's log folder).
+``trainer`` settings. OmegaConf interpolation (``${model.init_args.lr}``) works inside recipes and is resolved
+after the command-line overrides (jsonargparse's, ``--trainer.max_steps=10``), so a path written as
+``${trainer.default_root_dir}/checkpoints`` follows ``--trainer.default_root_dir``; the resolved config is saved
+beside the checkpoints (``config.yaml`` in the run's log folder).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ def run_recipe(
         L.LightningDataModule,
         subclass_mode_model=True,
         subclass_mode_data=True,
-        parser_kwargs={"parser_mode": "omegaconf"},
+        # "omegaconf+": interpolations resolve after the command line, so overrides reach them
+        parser_kwargs={"parser_mode": "omegaconf+"},
         save_config_kwargs={"overwrite": True},
         args=["--config", str(recipe), *overrides],
         run=False,

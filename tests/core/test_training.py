@@ -56,6 +56,20 @@ def test_recipe_runs_and_saves_resolved_config(tmp_path):
     assert result["files"]["model.safetensors"]["size"] > 0
 
 
+def test_command_line_overrides_reach_the_interpolations_that_use_them(tmp_path, monkeypatch):
+    # interpolations resolve after the command line: a checkpoint folder written as
+    # ${trainer.default_root_dir}/checkpoints follows --trainer.default_root_dir (it once stayed in the
+    # recipe's runs/toy, and `--ckpt-path last` then resumed another run's checkpoint)
+    monkeypatch.chdir(tmp_path)
+    recipe = RECIPE.replace("toy.yaml", "toy_run_folder.yaml")
+    cli = run_recipe(recipe, ["--trainer.default_root_dir=elsewhere", "--model.init_args.width=16"])
+    assert (tmp_path / "elsewhere" / "checkpoints" / "last.ckpt").exists()
+    assert not (tmp_path / "runs").exists()
+    assert cli.datamodule.hparams.batch_size == 16
+    saved = yaml.safe_load(open(cli.trainer.log_dir + "/config.yaml"))
+    assert saved["trainer"]["callbacks"][0]["init_args"]["dirpath"] == "elsewhere/checkpoints"
+
+
 def test_finetune_starts_from_pretrained_weights(tmp_path):
     pretrained = ToyRegressor(width=8)
     pretrained.save_pretrained(tmp_path / "repo")
