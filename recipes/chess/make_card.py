@@ -2,7 +2,7 @@
 
     python recipes/chess/make_card.py RUN DATA NAME --train-minutes M > RUN/card.yaml
 
-reads RUN/eval/{static,puzzles,random,greedy,sf0,sf3}.json (written by build_small_av.sh), DATA/info.json
+reads RUN/eval/{static,puzzles,random,greedy,sf0,sf3}.json (written by build_small.sh), DATA/info.json
 (written by ``zoo chess make-data``) and RUN/lightning_logs/*/config.yaml (the resolved recipe), and prints the
 card for ``zoo publish RUN/repo hub/NAME --card RUN/card.yaml``. Every number in the card comes from those files.
 """
@@ -64,6 +64,13 @@ def build_card(run: Path, data: Path, name: str, train_minutes: float) -> dict:
     devices = trainer.get("devices", 1)
     batch = datamodule["batch_size"] * (devices if isinstance(devices, int) else 1)
     steps = trainer["max_steps"]
+    av = model["policy"] == "action_value"
+    records, unit = (counts["train"]["action_values"], "action values") if av else (counts["train"]["positions"], "positions")
+    sigma = model.get("hl_gauss_sigma")
+    targets = f"HL-Gauss targets (sigma {sigma} buckets)" if sigma else "the official cross-entropy targets"
+    if model.get("action_embedding_init") == "squares":
+        targets += ", the token table started from shared from-/to-square vectors"
+    processes = f"{devices} CPU processes (DDP)" if devices != 1 else "one CPU process"
     training = "\n".join([
         f"Data: a mini-ChessBench made here with `recipes/chess/make_data_small.sh` (`zoo chess make-data`, seed "
         f"{gen['seed']}): {gen['num_games']} games from gnuchess-book openings (up to {gen['max_book_plies']} book "
@@ -75,12 +82,11 @@ def build_card(run: Path, data: Path, name: str, train_minutes: float) -> dict:
         "|---|---|---|",
         *(f"| {s} | {counts[s]['positions']:,} | {counts[s]['action_values']:,} |" for s in ("train", "test")),
         "",
-        f"Training: {steps:,} steps of {batch} sequences ({steps * batch / counts['train']['action_values']:.1f} "
-        f"epochs of the action values), Adam at {model['learning_rate']} with {model.get('warmup_steps', 0)} warm-up "
-        f"steps and a cosine decay to zero, HL-Gauss targets (sigma {model.get('hl_gauss_sigma')} buckets), gradient "
-        f"clipping 1.0; {devices} CPU processes (DDP), {train_minutes:.0f} min here.",
+        f"Training: {steps:,} steps of {batch} sequences ({steps * batch / records:.1f} epochs of the {records:,} "
+        f"{unit}), Adam at {model['learning_rate']} with {model.get('warmup_steps', 0)} warm-up steps and a cosine "
+        f"decay to zero, {targets}, gradient clipping 1.0; {processes}, {train_minutes:.0f} min here.",
         "",
-        "Evaluation (`recipes/chess/build_small_av.sh`): the official static metrics on the test split; the pychess "
+        "Evaluation (`recipes/chess/build_small.sh`): the official static metrics on the test split; the pychess "
         "mate-in-2 and mate-in-3 problems (the model must find every move of the solution, or mate otherwise); "
         "matches from gnuchess-book openings (6 plies), colours swapped every game, adjudicated draw after 400 plies:",
         "",
@@ -97,7 +103,7 @@ def build_card(run: Path, data: Path, name: str, train_minutes: float) -> dict:
         "paper": "https://arxiv.org/abs/2402.04494",
         "datasets": ["mini-chessbench"],
         "tags": ["chess", model["policy"], "searchless"],
-        "recipe": "recipes/chess/build_small_av.sh",
+        "recipe": "recipes/chess/build_small.sh",
         "usage": "\n".join([
             "import chess, zoo",
             f'engine = zoo.load("{name}").engine()',
@@ -109,8 +115,9 @@ def build_card(run: Path, data: Path, name: str, train_minutes: float) -> dict:
         "metrics": metrics,
         "training": training,
         "limitations": (
-            "A small model trained for about an hour and a half of two CPU cores on ~50,000 positions: it is far "
-            "weaker than the official ChessBench models (chess-9m and up), which saw billions of action values. "
+            f"A small model trained for {train_minutes:.0f} minutes on CPU cores from {counts['train']['positions']:,} "
+            "positions: it is far weaker than the official ChessBench models (chess-9m and up), which saw billions "
+            "of action values. "
             "Test positions come from the same generator as the training games (book openings, self-play with "
             "random moves), not from human games."
         ),
