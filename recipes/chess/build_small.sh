@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# chess-small-{av,bc} (issue 9): train, evaluate and publish the small chess models on the mini-ChessBench of
+# chess-small-{av,bc,sv} (issue 9): train, evaluate and publish the small chess models on the mini-ChessBench of
 # make_data_small.sh. Run from any folder; every step resumes where it stopped.
-#   recipes/chess/build_small.sh train [av|bc]    # av: small_cpu.yaml, 8,500 steps, two DDP processes
-#                                                 # (~75 min on 2 cores); bc: small_cpu_bc.yaml, one core
-#   recipes/chess/build_small.sh eval [av|bc]     # static metrics on the test split, pychess mate-in-2/3 problems,
+#   recipes/chess/build_small.sh train [av|bc|sv] # av: small_cpu.yaml, 8,500 steps, two DDP processes
+#                                                 # (45 min on 2 cores); bc, sv: small_cpu_{bc,sv}.yaml, one core
+#   recipes/chess/build_small.sh eval [av|bc|sv]   # static metrics on the test split, pychess mate-in-2/3 problems,
 #                                                 # 100-game matches vs random, 1-ply greedy, Stockfish Skill 0
 #                                                 # and 3 (1000 nodes), book openings, both colours: two chains
-#   recipes/chess/build_small.sh publish [av|bc]  # card from the measurements (make_card.py) -> hub/chess-small-*,
+#   recipes/chess/build_small.sh publish [av|bc|sv]  # card from the measurements (make_card.py) -> hub/chess-small-*,
 #                                                 # with an SVG of the model's move values in one position
 # Settings: DATA (default data/chess), RUN (runs/chess-small-<kind>), GAMES (100), TRAIN_MINUTES (for the card),
 # PYCHESS_PUZZLES (the puzzles folder of Debian's pychess: dpkg -x pychess_*.deb DIR; DIR/usr/share/pychess/...).
@@ -16,7 +16,8 @@ KIND="${2:-av}"
 case "$KIND" in
 av) RECIPE="$HERE/small_cpu.yaml" ;;
 bc) RECIPE="$HERE/small_cpu_bc.yaml" ;;
-*) echo "unknown model kind $KIND: av or bc" >&2; exit 2 ;;
+sv) RECIPE="$HERE/small_cpu_sv.yaml" ;;
+*) echo "unknown model kind $KIND: av, bc or sv" >&2; exit 2 ;;
 esac
 NAME="chess-small-$KIND"
 DATA="${DATA:-data/chess}"
@@ -62,7 +63,7 @@ publish)
     --out "$hub/example_board.svg"
   ;;
 *)
-  echo "usage: $0 train|eval|publish [av|bc]   (settings: DATA, RUN, GAMES, TRAIN_MINUTES, PYCHESS_PUZZLES)" >&2
+  echo "usage: $0 train|eval|publish [av|bc|sv]   (settings: DATA, RUN, GAMES, TRAIN_MINUTES, PYCHESS_PUZZLES)" >&2
   exit 2
   ;;
 esac

@@ -39,14 +39,15 @@ def test_small_cpu_recipe_runs(generated_data, tmp_path):
         ChessTransformerModule(lr_schedule="linear")
 
 
-def test_small_cpu_bc_recipe_runs(generated_data, tmp_path):
+@pytest.mark.parametrize("recipe, policy", [("small_cpu_bc.yaml", "behavioral_cloning"), ("small_cpu_sv.yaml", "state_value")])
+def test_sibling_recipes_run(recipe, policy, generated_data, tmp_path):
     from zoo.train import run_recipe
 
     cli = run_recipe(
-        RECIPES / "small_cpu_bc.yaml",
+        RECIPES / recipe,
         [f"--data.init_args.data_dir={generated_data}", "--data.init_args.batch_size=8", "--trainer.max_steps=2",
          "--trainer.limit_val_batches=1", f"--trainer.default_root_dir={tmp_path}", "--trainer.enable_progress_bar=false"],
     )
-    assert cli.trainer.global_step == 2 and cli.model.policy == "behavioral_cloning"
-    assert cli.datamodule.hparams.policy == "behavioral_cloning"  # interpolated from the model's policy
+    assert cli.trainer.global_step == 2 and cli.model.policy == policy
+    assert cli.datamodule.hparams.policy == policy  # interpolated from the model's policy
     assert (tmp_path / "checkpoints" / "last.ckpt").exists()  # the checkpoint folder follows the run folder
