@@ -35,6 +35,19 @@ def _elo(result: dict) -> str:
     return f"{result['elo']:+.0f} ± {result['elo_error_95']:.0f}"
 
 
+def _against_the_aims(matches: dict, puzzles: dict) -> str:
+    """The zoo's aims for these models (issue 9), checked against the measurements, in one sentence each."""
+    lines = []
+    for key, aim in (("random", "beat the random mover"), ("greedy", "beat the material-greedy player"),
+                     ("sf0", "beat Stockfish Skill Level 0")):
+        if key in matches:
+            score = matches[key]["score"]
+            lines.append(f"{'Meets' if score > 0.5 else 'Misses'} the aim to {aim} (score {score:.3f}).")
+    mate2 = puzzles["mate_in_2"]["accuracy"]
+    lines.append(f"{'Meets' if mate2 >= 0.5 else 'Misses'} the aim to solve half the mate-in-2 problems ({mate2:.1%}).")
+    return " ".join(lines)
+
+
 def build_card(run: Path, data: Path, name: str, train_minutes: float) -> dict:
     evals = run / "eval"
     static = json.loads((evals / "static.json").read_text())
@@ -48,16 +61,17 @@ def build_card(run: Path, data: Path, name: str, train_minutes: float) -> dict:
 
     test_set = f"mini-ChessBench test split ({static['num_fens']:,} positions of held-out games)"
     metrics = [
-        {"name": "action_accuracy", "value": round(static["eval_action_accuracy"], 4), "dataset_name": test_set, "split": "test"},
-        {"name": "kendall_tau", "value": round(static["eval_kendall_tau"], 4), "dataset_name": test_set, "split": "test"},
+        {"name": key, "value": round(static[f"eval_{key}"], 4), "dataset": "mini-chessbench", "dataset_name": test_set,
+         "split": "test"}
+        for key in ("action_accuracy", "kendall_tau", "kendall_tau_values")
     ]
     for stem in ("mate_in_2", "mate_in_3"):
         p = puzzles[stem]
-        metrics.append({"name": f"{stem}_accuracy", "value": round(p["accuracy"], 4),
+        metrics.append({"name": f"{stem}_accuracy", "value": round(p["accuracy"], 4), "dataset": f"pychess-{stem}",
                         "dataset_name": f"pychess {stem}.pgn ({p['num_puzzles']} problems)", "split": "test"})
     rows = ["| opponent | games | wins | draws | losses | score | Elo difference (95%) |", "|---|---|---|---|---|---|---|"]
     for key, r in matches.items():
-        metrics.append({"name": f"score_vs_{key}", "value": round(r["score"], 3),
+        metrics.append({"name": f"score_vs_{key}", "value": round(r["score"], 3), "dataset": f"match-vs-{key}",
                         "dataset_name": f"{r['games']} games vs {OPPONENTS[key]}", "split": "match"})
         rows.append(f"| {OPPONENTS[key]} | {r['games']} | {r['wins']} | {r['draws']} | {r['losses']} | {r['score']:.3f} | {_elo(r)} |")
 
@@ -118,6 +132,7 @@ def build_card(run: Path, data: Path, name: str, train_minutes: float) -> dict:
             f"A small model trained for {train_minutes:.0f} minutes on CPU cores from {counts['train']['positions']:,} "
             "positions: it is far weaker than the official ChessBench models (chess-9m and up), which saw billions "
             "of action values. "
+            f"{_against_the_aims(matches, puzzles)} "
             "Test positions come from the same generator as the training games (book openings, self-play with "
             "random moves), not from human games."
         ),

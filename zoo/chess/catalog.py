@@ -1,4 +1,5 @@
-"""Catalog: the official searchless_chess checkpoints, converted from the upstream zips on first load."""
+"""Catalog: the official searchless_chess checkpoints (converted from the upstream zips on first load) and the
+small models trained in the zoo on a mini-ChessBench (embedded in ``hub/``)."""
 
 from zoo.registry import FileSpec, ModelEntry
 
@@ -21,6 +22,24 @@ def _entry(name: str, zip_name: str, arch: dict, description: str, metrics: dict
         description=description,
         metrics=metrics or {},
         recipe=recipe,
+        defaults={"temperature": None},
+    )
+
+
+def _embedded(name: str, policy: str, files: tuple[FileSpec, ...], num_params: int, description: str, metrics: dict) -> ModelEntry:
+    return ModelEntry(
+        name=name,
+        method="chess",
+        source="embedded",
+        repo=name,
+        files=files,
+        architecture={"model_type": "chess-transformer", "policy": policy, "num_layers": 4, "embedding_dim": 64,
+                      "num_heads": 4, "widening_factor": 4, "num_params": num_params},
+        license="apache-2.0",
+        paper=_PAPER,
+        description=description,
+        metrics=metrics,
+        recipe="recipes/chess/build_small.sh",
         defaults={"temperature": None},
     )
 
@@ -61,5 +80,20 @@ ENTRIES = [
         {"policy": "behavioral_cloning", "num_layers": 8, "embedding_dim": 256, "num_params": 9_427_120},
         "Official 9M behavioural-cloning transformer predicting Stockfish's best move directly.",
         recipe="recipes/chess/bc_9m.yaml",
+    ),
+    _embedded(
+        "chess-small-av",
+        "action_value",
+        (
+            FileSpec("README.md", "e0795d0fc695eee757785b8ba66b7fec0df82c9ae13cc56751147b03257b68ee", 6336),
+            FileSpec("config.json", "a6a7bd12fd684f0b237fe3fe76361ce22f60e92c57d3fd14fb5eaf471f497440", 466),
+            FileSpec("example_board.svg", "01295204a7aaae512ff69ba9c079805516b8d026d7191527f6d8fc23f9ccad3b", 35553),
+            FileSpec("model.safetensors", "737263cd439f9d8cce49d2b20693e933392ca2ae0856ff552e19a900fb8f427f", 1615152),
+        ),
+        402_624,
+        "Action-value transformer (4 layers, width 64) trained in the zoo for 45 min on 2 CPU cores on a "
+        "50k-position mini-ChessBench; weak: see its card",
+        {"score_vs_random": 0.49, "score_vs_greedy": 0.145, "score_vs_sf0": 0.025, "action_accuracy": 0.1643,
+         "kendall_tau_values": 0.1911, "mate_in_2_accuracy": 0.0},
     ),
 ]

@@ -1,0 +1,54 @@
+"""The bundled chess-small-av and chess-small-bc, loaded offline: they rank held-out moves above chance, play
+legal moves, and `zoo chess uci NAME` serves them by name."""
+
+import sys
+
+import chess
+import chess.engine
+import numpy as np
+import pytest
+
+import zoo
+from zoo.chess.evaluate import read_action_value_test_set, static_metrics
+
+from chess_testdata import FIXTURES
+
+# the first 120 positions of the mini-ChessBench test split (held-out games), every legal move at depth 8
+HELD_OUT = FIXTURES / "mini_chessbench_test120.bag"
+
+# measured on HELD_OUT when the models were published: (action accuracy, value-based Kendall tau)
+MEASURED = {"chess-small-av": (0.150, 0.269)}
+
+
+@pytest.fixture(scope="module")
+def held_out_chance():
+    data, dropped = read_action_value_test_set(HELD_OUT)
+    assert len(data) == 120 and not dropped
+    # a uniformly random move is a best move with probability (#best moves) / (#legal moves)
+    return float(np.mean([np.mean(table[:, 1] == table[:, 1].max()) for table in data.values()]))
+
+
+@pytest.mark.parametrize("name", sorted(MEASURED))
+def test_bundled_model_ranks_held_out_moves_above_chance(name, held_out_chance, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # embedded: no network, no cache needed
+    averages, _ = static_metrics(zoo.load(name).engine(), HELD_OUT)
+    accuracy, tau = MEASURED[name]
+    # the same weights and positions give the same numbers up to float summation order
+    assert averages["eval_action_accuracy"] == pytest.approx(accuracy, abs=1 / 120 + 1e-9)
+    assert averages["eval_kendall_tau_values"] == pytest.approx(tau, abs=0.01)
+    # and they are real skill: an untrained model scores the chance rate and a tau near zero
+    assert averages["eval_action_accuracy"] > held_out_chance + 0.03, held_out_chance
+    assert averages["eval_kendall_tau_values"] > 0.15
+
+
+@pytest.mark.parametrize("name", sorted(MEASURED))
+def test_uci_command_plays_the_bundled_model_offline(name, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    command = [sys.executable, "-m", "zoo.cli", "chess", "uci", name, "--threads", "1"]
+    with chess.engine.SimpleEngine.popen_uci(command, timeout=120) as model:
+        assert model.id["name"] == f"zoo-chess {name}"
+        board = chess.Board()
+        for _ in range(6):
+            move = model.play(board, chess.engine.Limit(time=0.05)).move
+            assert move in board.legal_moves
+            board.push(move)
