@@ -51,3 +51,45 @@ def test_sibling_recipes_run(recipe, policy, generated_data, tmp_path):
     assert cli.trainer.global_step == 2 and cli.model.policy == policy
     assert cli.datamodule.hparams.policy == policy  # interpolated from the model's policy
     assert (tmp_path / "checkpoints" / "last.ckpt").exists()  # the checkpoint folder follows the run folder
+
+
+def test_make_card_reports_every_measurement_and_each_aim(tmp_path):
+    """make_card.py turns a run's measurement files into the card: numbers, match table, aims met or missed."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("make_card", RECIPES / "make_card.py")
+    make_card = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_card)
+    run, data = tmp_path / "run", tmp_path / "data"
+    (run / "eval").mkdir(parents=True)
+    (run / "lightning_logs" / "version_0").mkdir(parents=True)
+    data.mkdir()
+    recipe = yaml.safe_load((RECIPES / "small_cpu.yaml").read_text())
+    (run / "lightning_logs" / "version_0" / "config.yaml").write_text(yaml.safe_dump(recipe))
+    (data / "info.json").write_text(json.dumps({
+        "config": {"seed": 0, "num_games": 650, "max_book_plies": 12, "selfplay_depth": 4, "random_move_prob": 0.2,
+                   "depth": 8, "test_fraction": 0.06},
+        "counts": {"train": {"positions": 50_485, "action_values": 1_391_142},
+                   "test": {"positions": 3_207, "action_values": 92_038}}}))
+    (run / "eval" / "static.json").write_text(json.dumps(
+        {"eval_action_accuracy": 0.16432, "eval_kendall_tau": 0.05754, "eval_kendall_tau_values": 0.19106, "num_fens": 3207}))
+    (run / "eval" / "puzzles.json").write_text(json.dumps(
+        {"p/mate_in_2.pgn": {"accuracy": 0.5, "num_puzzles": 166}, "p/mate_in_3.pgn": {"accuracy": 0.1, "num_puzzles": 375}}))
+    for key, (wins, draws, losses, elo) in {"random": (90, 10, 0, 382.0), "greedy": (0, 29, 71, -308.2)}.items():
+        score = (wins + draws / 2) / 100
+        (run / "eval" / f"{key}.json").write_text(json.dumps(
+            {"games": 100, "wins": wins, "draws": draws, "losses": losses, "score": score, "elo": elo, "elo_error_95": 62.3}))
+
+    card = make_card.build_card(run, data, "chess-small-av", train_minutes=45)
+    metrics = {m["name"]: m["value"] for m in card["metrics"]}
+    assert metrics == {"action_accuracy": 0.1643, "kendall_tau": 0.0575, "kendall_tau_values": 0.1911,
+                       "mate_in_2_accuracy": 0.5, "mate_in_3_accuracy": 0.1, "score_vs_random": 0.95,
+                       "score_vs_greedy": 0.145}
+    assert len({m["dataset"] for m in card["metrics"]}) == 5  # one model-index group per test set / opponent
+    assert "| 1-ply material-greedy player | 100 | 0 | 29 | 71 | 0.145 | -308 ± 62 |" in card["training"]
+    assert "8,500 steps of 256 sequences (1.6 epochs of the 1,391,142 action values)" in card["training"]
+    assert "Meets the aim to beat the random mover (score 0.950)" in card["limitations"]
+    assert "Misses the aim to beat the material-greedy player (score 0.145)" in card["limitations"]
+    assert "Meets the aim to solve half the mate-in-2 problems (50.0%)" in card["limitations"]
+    assert "Stockfish" not in card["limitations"]  # no match, no claim
