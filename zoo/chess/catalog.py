@@ -96,4 +96,19 @@ ENTRIES = [
         {"score_vs_random": 0.49, "score_vs_greedy": 0.145, "score_vs_sf0": 0.025, "action_accuracy": 0.1643,
          "kendall_tau_values": 0.1911, "mate_in_2_accuracy": 0.0},
     ),
+    _embedded(
+        "chess-small-bc",
+        "behavioral_cloning",
+        (
+            FileSpec("README.md", "54c65c91cabac9287f82de9e3de91fb7bb39c3de87e6397ec194f2712772178b", 6265),
+            FileSpec("config.json", "c07dc2d899521c0793a3f909949ff38df7a22eb7aeb40a5c1aafff0dce8e562b", 473),
+            FileSpec("example_board.svg", "1653dcf710c90859d00e0697d0918a81bb8bf42d19ddc8a1929f73570cbc5752", 35746),
+            FileSpec("model.safetensors", "ecf1f67f6b49efd45592c24bcf17eba5c28c6fca664ca2331c87028ad75253e6", 2093560),
+        ),
+        522_224,
+        "Behavioural-cloning sibling of chess-small-av (same data and architecture, predicts Stockfish's best move), "
+        "trained in the zoo on one CPU core; weak: see its card",
+        {"score_vs_random": 0.425, "score_vs_greedy": 0.09, "score_vs_sf0": 0.0, "action_accuracy": 0.1584,
+         "kendall_tau_values": 0.1278, "mate_in_2_accuracy": 0.0},
+    ),
 ]
