@@ -111,4 +111,19 @@ ENTRIES = [
         {"score_vs_random": 0.425, "score_vs_greedy": 0.09, "score_vs_sf0": 0.0, "action_accuracy": 0.1584,
          "kendall_tau_values": 0.1278, "mate_in_2_accuracy": 0.0},
     ),
+    _embedded(
+        "chess-small-sv",
+        "state_value",
+        (
+            FileSpec("README.md", "6bd2bccb7dd1de2c9c17612c88df8b9dd9acaa5c90556e7d34be359c66faf072", 6288),
+            FileSpec("config.json", "13cece4e7d81ae3455f82335e615ec4aa663cf1673f15f38f6b364569aedc63a", 466),
+            FileSpec("example_board.svg", "e0063b98cb4b2fae80a22b933700d147f11d5718ff82202a8127ecc36eaf5dc2", 35828),
+            FileSpec("model.safetensors", "ca993f07bc7430d5e21a2ce723afb7a30275439631f8089107a3232cd0895aaa", 1615152),
+        ),
+        402_624,
+        "State-value sibling of chess-small-av (same data and architecture, values each successor position), "
+        "trained in the zoo on one CPU core; the strongest of the three small models, still weak: see its card",
+        {"score_vs_random": 0.585, "score_vs_greedy": 0.425, "score_vs_sf0": 0.025, "action_accuracy": 0.2488,
+         "kendall_tau_values": 0.101, "mate_in_2_accuracy": 0.006},
+    ),
 ]
