@@ -26,7 +26,9 @@ def _entry(name: str, zip_name: str, arch: dict, description: str, metrics: dict
     )
 
 
-def _embedded(name: str, policy: str, files: tuple[FileSpec, ...], num_params: int, description: str, metrics: dict) -> ModelEntry:
+def _embedded(name: str, policy: str, files: tuple[FileSpec, ...], num_params: int, description: str,
+              metrics: dict) -> ModelEntry:
+    """A small model trained in the zoo (recipes/chess/build_small.sh): 4 layers, width 64, as chess-small-av."""
     return ModelEntry(
         name=name,
         method="chess",
