@@ -54,7 +54,10 @@ def build_card(run: Path, data: Path, name: str, train_minutes: float) -> dict:
     puzzles = {Path(k).stem: v for k, v in json.loads((evals / "puzzles.json").read_text()).items()}
     matches = {k: json.loads((evals / f"{k}.json").read_text()) for k in OPPONENTS if (evals / f"{k}.json").exists()}
     info = json.loads((data / "info.json").read_text())
-    (config_path,) = sorted(run.glob("lightning_logs/*/config.yaml"))[-1:]
+    configs = sorted(run.glob("lightning_logs/*/config.yaml"), key=lambda p: p.stat().st_mtime)  # newest: last resume
+    if not configs:
+        raise SystemExit(f"{run} has no lightning_logs/*/config.yaml: pass the run folder that `zoo train` wrote")
+    config_path = configs[-1]
     recipe = yaml.safe_load(config_path.read_text())
     model, trainer, datamodule = recipe["model"]["init_args"], recipe["trainer"], recipe["data"]["init_args"]
     gen, counts = info["config"], info["counts"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import chess
 import torch
 import torch.nn.functional as F
 
@@ -32,9 +33,8 @@ def square_factored_action_embeddings(dim: int, generator: torch.Generator | Non
     and a promotion vector shared by every action with that square or piece, at the scale of the position
     table once multiplied by sqrt(dim). What the network first learns about a square then applies to all moves
     touching it; rows are trained freely afterwards, so the architecture and checkpoints stay the official ones."""
-    squares = {name: i for i, name in enumerate(f + r for r in "12345678" for f in "abcdefgh")}
-    from_idx = torch.tensor([squares[a[:2]] for a in ACTIONS])
-    to_idx = torch.tensor([squares[a[2:4]] for a in ACTIONS])
+    from_idx = torch.tensor([chess.parse_square(a[:2]) for a in ACTIONS])  # a1 = 0 ... h8 = 63
+    to_idx = torch.tensor([chess.parse_square(a[2:4]) for a in ACTIONS])
     promo_idx = torch.tensor([" qrbn".index(a[4:] or " ") for a in ACTIONS])
     from_vec, to_vec = torch.randn(2, 64, dim, generator=generator)
     promo_vec = torch.randn(5, dim, generator=generator)
