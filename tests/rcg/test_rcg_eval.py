@@ -166,3 +166,37 @@ def test_cli_ref_stats_and_eval(converted, image_folder, tmp_path):
              str(tmp_path / "ref.npz"), "--rdm-steps", "5", "--steps", "3", "--out", str(tmp_path / "fid.json")])
     result = json.loads((tmp_path / "fid.json").read_text())
     assert result["fid"] > 0 and result["num_samples"] == 4 and result["rdm_steps"] == 5
+
+
+def test_tokenizer_fid_of_reconstructions_and_of_the_real_images(converted, image_folder, tmp_path):
+    import zoo
+    from zoo.rcg.eval import evaluate_tokenizer_fid, iter_image_folder, save_reference_stats
+
+    features = TinyFeatures()
+    images = torch.cat(list(iter_image_folder(image_folder / "train", batch_size=8)))[..., :32, :32]  # (8, 3, 32, 32)
+    save_reference_stats(tmp_path / "ref.npz", features(images))
+    tokenizer = zoo.load(converted["vqgan"]).vqgan
+    result = evaluate_tokenizer_fid(tokenizer, images, ref_stats=str(tmp_path / "ref.npz"), batch_size=3,
+                                    features=features)
+    assert abs(result["fid_real"]) < 1e-3  # the reference images themselves
+    assert result["fid_reconstructions"] > 1e-2
+    with torch.no_grad():
+        codes = tokenizer.encode(images.float() / 255)
+        recon = tokenizer.decode_codes(codes).clamp(0, 1)
+    assert result["codes_used"] == codes.unique().numel() and result["num_images"] == 8
+    assert result["pixel_mse"] == pytest.approx(float(((recon - images.float() / 255) ** 2).mean()), rel=1e-4)
+
+
+def test_cli_tokenizer_fid(converted, image_folder, tmp_path):
+    import json
+
+    from test_rcg_pipeline import rcg_cli
+
+    rcg_cli(["rcg", "ref-stats", str(image_folder / "val"), "--out", str(tmp_path / "ref.npz")])
+    rcg_cli(["rcg", "tokenizer-fid", str(converted["pipeline"]), str(image_folder / "val"), "--n", "3",
+             "--ref-stats", str(tmp_path / "ref.npz"), "--out", str(tmp_path / "tok.json")])
+    result = json.loads((tmp_path / "tok.json").read_text())
+    assert result["num_images"] == 3 and result["fid_reconstructions"] > 0 and result["codes_used"] >= 1
+    with pytest.raises(SystemExit, match="not both"):
+        rcg_cli(["rcg", "tokenizer-fid", str(converted["pipeline"]), str(image_folder / "val"), "--fashion-mnist",
+                 "test", "--ref-stats", str(tmp_path / "ref.npz")])

@@ -61,6 +61,48 @@ def test_vqgan_stage_trains(converted, image_folder):
     assert changed(before, model, "vqgan.decoder.") and changed(before, model, "vqgan.encoder.")
 
 
+TINY_VQGAN = dict(ch=32, ch_mult=[1, 2], num_res_blocks=1, z_channels=8, n_embed=64)
+
+
+def test_dead_codes_restart_onto_encoder_outputs():
+    from zoo.rcg.module import VQGANModule
+
+    torch.manual_seed(0)
+    model = VQGANModule(vqgan=TINY_VQGAN, restart_dead_codes_every=1)
+    images = torch.rand(4, 3, 16, 16)
+    z = model.vqgan.encoder(images).detach()  # (4, 8, 8, 8)
+    rows = z.permute(0, 2, 3, 1).reshape(-1, 8)
+    assert model._restart_dead_codes(z) == 64  # nothing was hit yet: the whole codebook starts on the data
+    weight = model.vqgan.quantize.embedding.weight.detach()
+    def on_the_data(codes):  # each code equals one of the encoder outputs exactly
+        return (codes[:, None, :] == rows[None]).all(-1).any(-1)
+
+    assert on_the_data(weight).all()
+    live = weight[:5].clone()
+    model.code_hits[:5] = 1
+    model.vqgan.quantize.embedding.weight.data[5:] = 1e6  # dead codes far away from the data
+    assert model._restart_dead_codes(z) == 59
+    assert torch.equal(model.vqgan.quantize.embedding.weight[:5], live)  # used codes are kept
+    assert on_the_data(model.vqgan.quantize.embedding.weight.detach()[5:]).all()
+    assert model.code_hits.sum() == 0  # counting starts afresh
+
+
+def test_vqgan_training_with_restarts_uses_more_codes_than_without(image_folder):
+    from zoo.rcg.module import VQGANModule
+
+    usage = {}
+    for every in (0, 2):
+        L.seed_everything(0)
+        model = VQGANModule(vqgan={**TINY_VQGAN, "n_embed": 1024}, lr=1e-3, restart_dead_codes_every=every)
+        fit(model, data_for(image_folder, "vqgan", batch_size=8), steps=6)
+        data = data_for(image_folder, "vqgan", batch_size=8)
+        data.setup("fit")
+        with torch.no_grad():
+            images = torch.cat([batch[0] for batch in data.train_dataloader()])
+            usage[every] = model.vqgan.encode(images).unique().numel()
+    assert usage[2] > 2 * usage[0], usage  # the uniform(+-1/n) init leaves most codes dead
+
+
 def test_pipeline_finetunes_mage_only(converted, image_folder):
     model = zoo.load(converted["pipeline"])
     before = snapshot(model)

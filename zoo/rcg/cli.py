@@ -1,4 +1,4 @@
-"""``zoo rcg sample | reconstruct | eval | ref-stats | assemble`` and ``zoo convert rcg``."""
+"""``zoo rcg sample | reconstruct | eval | tokenizer-fid | ref-stats | assemble`` and ``zoo convert rcg``."""
 
 from __future__ import annotations
 
@@ -85,6 +85,42 @@ def cmd_eval(args) -> None:
                           ref_images=args.ref_images, save_ref_stats=args.save_ref_stats,
                           inception_score=args.inception_score, cache_dir=args.cache_dir, **_sampling_kwargs(args))
     result["model"] = args.name
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        from zoo._io import write_text_atomic
+
+        write_text_atomic(args.out, text + "\n")
+
+
+def cmd_tokenizer_fid(args) -> None:
+    import numpy as np
+    import torch
+
+    import zoo
+    from zoo.rcg.eval import evaluate_tokenizer_fid, iter_image_folder
+
+    if (args.folder is None) == (args.fashion_mnist is None):
+        raise SystemExit("give a folder of images or --fashion-mnist train|test (not both)")
+    model = zoo.load(args.name, device=args.device, dtype=args.dtype)
+    tokenizer = getattr(model, "vqgan", None)
+    if tokenizer is None:
+        raise SystemExit(f"{args.name} is a {type(model).__name__} without a tokenizer; give an RCG VQGAN, MAGE or "
+                         "pipeline repo")
+    if args.fashion_mnist is not None:
+        from zoo.rcg.data import FashionMNIST
+
+        pool = FashionMNIST(args.root, args.fashion_mnist).images  # (N, 28, 28) uint8
+        if not 0 < args.n <= len(pool):
+            raise SystemExit(f"--n must lie in 1..{len(pool)} for Fashion-MNIST {args.fashion_mnist}")
+        chosen = np.random.default_rng(args.seed).choice(len(pool), args.n, replace=False)
+        images = torch.from_numpy(pool[chosen])[:, None].expand(-1, 3, -1, -1)
+        source = f"fashion-mnist:{args.fashion_mnist}, {args.n} images drawn with seed {args.seed}"
+    else:
+        images = torch.cat(list(iter_image_folder(args.folder, limit=args.n)))
+        source = f"{args.folder}, the first {images.shape[0]} images"
+    result = evaluate_tokenizer_fid(tokenizer, images, ref_stats=args.ref_stats, batch_size=args.batch_size)
+    result.update(model=args.name, images=source)
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:
@@ -205,6 +241,20 @@ def register_cli(commands, convert) -> None:
     p.add_argument("--cache-dir", help="keep per-batch sample features here; a rerun resumes from them")
     _add_sampling(p)
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("tokenizer-fid", help="FID of the tokenizer's reconstructions of real images (a generator's floor)")
+    p.add_argument("name", help="an RCG VQGAN, MAGE or pipeline repo folder or catalog name")
+    p.add_argument("folder", nargs="?", help="folder of real images (the first --n are used)")
+    p.add_argument("--fashion-mnist", choices=("train", "test"), help="use --n random images of this split instead")
+    p.add_argument("--root", default="/usr/share/datasets/fashion-mnist", help="Fashion-MNIST idx folder")
+    p.add_argument("--n", type=int, default=2000)
+    p.add_argument("--seed", type=int, default=0, help="which Fashion-MNIST images (numpy default_rng(seed).choice)")
+    p.add_argument("--ref-stats", required=True, help="mu/sigma .npz of the reference images (zoo rcg ref-stats)")
+    p.add_argument("--batch-size", type=int, default=50)
+    p.add_argument("--out", help="write the metrics as JSON")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", help="float32 (default), bfloat16 or float16")
+    p.set_defaults(func=cmd_tokenizer_fid)
 
     p = sub.add_parser("ref-stats", help="FID reference statistics (mu/sigma .npz) of a folder of images")
     p.add_argument("folder", nargs="?", help="folder of real images")

@@ -22,7 +22,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 __all__ = ["InceptionFeatures", "inception_weights_path", "fid_metric", "load_reference_stats", "save_reference_stats",
-           "set_reference_stats", "iter_image_folder", "FeatureCache", "cached_features", "evaluate_fid"]
+           "set_reference_stats", "iter_image_folder", "FeatureCache", "cached_features", "evaluate_fid",
+           "evaluate_tokenizer_fid"]
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
 
@@ -250,3 +251,36 @@ def evaluate_fid(model, *, n: int, batch_size: int = 50, seed: int = 0, ref_stat
         mean, std = is_metric.compute()
         result.update(inception_score=float(mean), inception_score_std=float(std))
     return result
+
+
+@torch.no_grad()
+def evaluate_tokenizer_fid(tokenizer: nn.Module, images: torch.Tensor, *, ref_stats: str, batch_size: int = 50,
+                           features: nn.Module | None = None) -> dict:
+    """FID of a VQGAN's reconstructions (encode -> quantise -> decode) of real ``images`` (uint8 (N, 3, H, W)),
+    and of the images themselves, against reference stats.
+
+    The reconstruction FID is the floor of any generator that draws through this tokenizer; the FID of the real
+    images is the floor that ``N`` samples reach at all (FID is biased upwards for small N)."""
+    from tqdm.auto import tqdm
+
+    device = next(tokenizer.parameters()).device
+    dtype = next(tokenizer.parameters()).dtype
+    net = (features or InceptionFeatures()).to(device)
+    mu, sigma = load_reference_stats(ref_stats)
+    metrics = {}
+    for name in ("reconstructions", "real"):
+        metrics[name] = fid_metric(device, _GivenFeatures(net.num_features))
+        set_reference_stats(metrics[name], mu, sigma)
+    hits = torch.zeros(tokenizer.config.n_embed, dtype=torch.long)
+    squared_error = 0.0
+    for start in tqdm(range(0, images.shape[0], batch_size), desc="reconstructions + features"):
+        real = images[start:start + batch_size].to(device).float() / 255  # (B, 3, H, W) in [0, 1]
+        codes = tokenizer.encode(real.to(dtype))  # (B, h*w)
+        recon = tokenizer.decode_codes(codes).float().clamp(0, 1)
+        hits += torch.bincount(codes.flatten().cpu(), minlength=hits.numel())
+        squared_error += float(((recon - real) ** 2).sum())
+        metrics["reconstructions"].update(net(recon), real=False)
+        metrics["real"].update(net(real), real=False)
+    return {"fid_reconstructions": float(metrics["reconstructions"].compute()), "fid_real": float(metrics["real"].compute()),
+            "codes_used": int((hits > 0).sum()), "codebook_size": hits.numel(),
+            "pixel_mse": squared_error / images.numel(), "num_images": images.shape[0]}

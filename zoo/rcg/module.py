@@ -222,15 +222,27 @@ class MocoV3Module(_RCGStage):
 # VQGAN tokenizer
 # =====================================================================================================================
 class VQGANModule(_RCGStage):
-    """MaskGIT-style VQGAN trained with reconstruction (L1 + MSE) and codebook/commitment losses."""
+    """MaskGIT-style VQGAN trained with reconstruction (L1 + MSE) and codebook/commitment losses.
+
+    ``restart_dead_codes_every`` > 0 (a training-only option; the official tokenizer trains without it): every
+    that many steps, each code that no token chose since the last restart is moved onto a random encoder output
+    of the current batch, and the first step initialises the whole codebook that way. Without it a small
+    codebook collapses onto a few dozen codes (36 of 256 on Fashion-MNIST), which blurs every image.
+    """
 
     model_type = "rcg-vqgan"
 
     def __init__(self, vqgan: dict | None = None, lr: float = 1e-4, betas: tuple[float, float] | list[float] = (0.5, 0.9),
-                 weight_decay: float = 0.0, warmup_epochs: float = 0.0, codebook_weight: float = 1.0):
+                 weight_decay: float = 0.0, warmup_epochs: float = 0.0, codebook_weight: float = 1.0,
+                 restart_dead_codes_every: int = 0):
         super().__init__()
         self.save_hyperparameters()
         self.vqgan = VQGAN(config_from_dict(VQGANConfig, vqgan, "vqgan"))
+        # hits per code since the last restart; not saved (a resumed run starts counting afresh)
+        self.register_buffer("code_hits", torch.zeros(self.vqgan.config.n_embed), persistent=False)
+
+    def reset_buffers(self, device) -> None:
+        self.code_hits = torch.zeros(self.vqgan.config.n_embed, device=device)
 
     @torch.no_grad()
     def encode(self, images: torch.Tensor) -> torch.Tensor:
@@ -240,9 +252,31 @@ class VQGANModule(_RCGStage):
     def decode(self, codes: torch.Tensor) -> torch.Tensor:
         return self.vqgan.decode_codes(codes)
 
+    @torch.no_grad()
+    def _restart_dead_codes(self, z: torch.Tensor) -> int:
+        """Move the codes with no hits onto random rows of z (B, C, h, w); reset their Adam moments."""
+        dead = (self.code_hits == 0).nonzero().squeeze(1)
+        if dead.numel():
+            flat = z.permute(0, 2, 3, 1).reshape(-1, z.shape[1])  # (B*h*w, C)
+            weight = self.vqgan.quantize.embedding.weight
+            weight[dead] = flat[torch.randint(flat.shape[0], (dead.numel(),), device=flat.device)].to(weight.dtype)
+            for optimizer in self.trainer.optimizers if self._trainer is not None else ():
+                for moment in optimizer.state.get(weight, {}).values():
+                    if moment.ndim == 2:
+                        moment[dead] = 0
+        self.code_hits.zero_()
+        return dead.numel()
+
     def _step(self, batch, stage: str):
         images, _ = _images_and_labels(batch)
-        recon, vq_loss, codes = self.vqgan(images)
+        every = self.hparams.restart_dead_codes_every
+        z = self.vqgan.encoder(images)
+        if stage == "train" and every > 0 and self.global_step % every == 0:
+            self.log("train/restarted_codes", float(self._restart_dead_codes(z.detach())))
+        z_q, vq_loss, codes = self.vqgan.quantize(z)
+        recon = self.vqgan.decoder(z_q)
+        if stage == "train":
+            self.code_hits += torch.bincount(codes.flatten(), minlength=self.code_hits.numel()).to(self.code_hits.dtype)
         rec_loss = F.l1_loss(recon, images) + F.mse_loss(recon, images)
         loss = rec_loss + self.hparams.codebook_weight * vq_loss
         used = codes.unique().numel() / self.vqgan.config.n_embed
