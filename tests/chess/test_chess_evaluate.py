@@ -142,3 +142,31 @@ def test_match_against_random_mover(tiny_av, tmp_path):
     summary = result.summary()
     assert (summary["elo"] is None) == (summary["score"] in (0.0, 1.0))
     assert (tmp_path / "r.pgn").read_text().count("[Event \"zoo-chess vs random mover\"]") == 2
+
+
+def test_adjudication_follows_the_official_threshold():
+    from zoo.chess.evaluate import StockfishPlayer, _adjudicate
+
+    with StockfishPlayer(skill_level=None, nodes=None) as judge:
+        assert _adjudicate(judge.engine, chess.Board(), 0.01) is None  # the start position is level
+        queen_and_rook_up = chess.Board("4k3/8/8/8/8/8/3QR3/4K3 b - - 0 1")
+        winner, reason = _adjudicate(judge.engine, queen_and_rook_up, 0.05)
+        assert winner == chess.WHITE and reason.startswith(("+", "mate"))
+        back_rank = chess.Board("r5k1/8/8/8/8/8/5PPP/6K1 b - - 0 1")  # Ra1 mates
+        assert _adjudicate(judge.engine, back_rank, 0.01) == (chess.BLACK, "mate in 1")
+
+
+def test_matches_are_adjudicated_like_the_official_tournament(tmp_path):
+    from zoo.chess.evaluate import MaterialGreedy, RandomMover
+
+    adjudicated = play_match(MaterialGreedy(seed=0), RandomMover(seed=0), games=2, max_plies=200, pgn_path=tmp_path / "a.pgn")
+    assert adjudicated.wins == 2  # greedy wins material from a random mover long before 200 plies
+    with open(tmp_path / "a.pgn") as f:
+        games = [chess.pgn.read_game(f) for _ in range(2)]
+    for game in games:
+        assert game.headers["Termination"].startswith("adjudicated: Stockfish")
+        assert not game.end().board().is_game_over()
+    played_out = play_match(MaterialGreedy(seed=0), RandomMover(seed=0), games=2, max_plies=40, adjudication_time=None,
+                            pgn_path=tmp_path / "b.pgn")
+    assert "adjudicated: Stockfish" not in (tmp_path / "b.pgn").read_text()
+    assert played_out.wins + played_out.draws + played_out.losses == 2

@@ -259,6 +259,10 @@ def _opening(book: str | None, plies: int, rng: random.Random) -> list[chess.Mov
 
 # ----------------------------------------------------------------------------- opponents
 
+# the official tournament's adjudication: a win once Stockfish (0.01 s per position) rates a side above 1300 cp
+ADJUDICATION_TIME = 0.01
+ADJUDICATION_CP = 1300
+
 _PIECE_VALUES = {chess.PAWN: 1, chess.KNIGHT: 3, chess.BISHOP: 3, chess.ROOK: 5, chess.QUEEN: 9, chess.KING: 0}
 
 
@@ -330,6 +334,7 @@ def play_match(
     book: str | None = None,
     opening_plies: int = 6,
     max_plies: int = 400,
+    adjudication_time: float | None = ADJUDICATION_TIME,
     seed: int = 0,
     pgn_path: str | os.PathLike | None = None,
     name: str = "zoo-chess",
@@ -337,12 +342,38 @@ def play_match(
 ) -> MatchResult:
     """Play ``games`` games vs ``opponent`` (anything with ``play(board) -> Move`` and a ``name``; default:
     Stockfish at ``skill_level`` / ``nodes`` / ``depth``) in colour-swapped pairs from opening-book starts.
+
     A game ends at checkmate, stalemate, insufficient material, a claimable threefold or fifty-move draw, or
-    ``max_plies`` (a draw). Writes all games to ``pgn_path`` if given."""
+    ``max_plies`` (a draw). As in the official tournament, after every move Stockfish (full strength,
+    ``adjudication_time`` seconds) adjudicates a win for the side it rates above 1300 cp or with a mate score;
+    ``adjudication_time=None`` plays every game out instead. Writes all games to ``pgn_path`` if given."""
     if opponent is None:
         with StockfishPlayer(stockfish, skill_level=skill_level, nodes=nodes, depth=depth) as sf:
             return play_match(engine, sf, games=games, book=book, opening_plies=opening_plies, max_plies=max_plies,
-                              seed=seed, pgn_path=pgn_path, name=name, progress=progress)
+                              adjudication_time=adjudication_time, stockfish=stockfish, seed=seed, pgn_path=pgn_path,
+                              name=name, progress=progress)
+    if adjudication_time is not None:
+        with StockfishPlayer(stockfish, skill_level=None, nodes=None) as judge:
+            return _play_games(engine, opponent, judge.engine, adjudication_time, games=games, book=book,
+                               opening_plies=opening_plies, max_plies=max_plies, seed=seed, pgn_path=pgn_path,
+                               name=name, progress=progress)
+    return _play_games(engine, opponent, None, None, games=games, book=book, opening_plies=opening_plies,
+                       max_plies=max_plies, seed=seed, pgn_path=pgn_path, name=name, progress=progress)
+
+
+def _adjudicate(judge: chess.engine.SimpleEngine, board: chess.Board, seconds: float) -> tuple[chess.Color, str] | None:
+    """(winner, reason) when Stockfish rates one side above the official threshold or sees a mate, else None."""
+    score = judge.analyse(board, chess.engine.Limit(time=seconds))["score"].white()
+    if score.is_mate():
+        return (score.mate() > 0, f"mate in {abs(score.mate())}")  # white mates when mate() > 0
+    if abs(score.score()) > ADJUDICATION_CP:
+        return (score.score() > 0, f"{score.score():+d} cp")
+    return None
+
+
+def _play_games(engine: ChessEngine, opponent, judge: chess.engine.SimpleEngine | None, adjudication_time: float | None,
+                *, games: int, book: str | None, opening_plies: int, max_plies: int, seed: int,
+                pgn_path: str | os.PathLike | None, name: str, progress: bool) -> MatchResult:
     from tqdm.auto import tqdm
 
     from zoo._io import write_text_atomic
@@ -357,11 +388,16 @@ def play_match(
         board = chess.Board()
         for move in opening:
             board.push(move)
+        verdict = None
         while not board.is_game_over(claim_draw=True) and len(board.move_stack) < max_plies:
             player = engine if board.turn == (chess.WHITE if model_white else chess.BLACK) else opponent
             board.push(player.play(board))
+            if judge is not None and not board.is_game_over(claim_draw=True):
+                verdict = _adjudicate(judge, board, adjudication_time)
+                if verdict is not None:
+                    break
         outcome = board.outcome(claim_draw=True)
-        winner = outcome.winner if outcome else None
+        winner = verdict[0] if verdict else (outcome.winner if outcome else None)
         if winner is None:
             result.draws += 1
             text = "1/2-1/2"
@@ -372,7 +408,9 @@ def play_match(
         game = chess.pgn.Game.from_board(board)
         game.headers.update({"Event": f"{name} vs {opponent.name}", "Round": str(g + 1), "Result": text,
                              "White": name if model_white else opponent.name, "Black": opponent.name if model_white else name})
-        if outcome is None:
+        if verdict is not None:
+            game.headers["Termination"] = f"adjudicated: Stockfish {verdict[1]} after {adjudication_time} s"
+        elif outcome is None:
             game.headers["Termination"] = f"adjudicated draw after {max_plies} plies"
         result.games.append(str(game))
     if pgn_path is not None:
