@@ -36,8 +36,10 @@ eval)
   mkdir -p "$RUN/eval"
   match() {  # name [match options]
     local name=$1; shift
-    [ -f "$RUN/eval/$name.json" ] || zoo chess match "$RUN/repo" "$@" --games "$GAMES" --pgn "$RUN/eval/$name.pgn" \
-      --json "$RUN/eval/$name.json"
+    # the published cards were measured with every game played out; `zoo chess match` adjudicates by default
+    # (the official tournament's rule), which a re-measurement of all three models should switch to
+    [ -f "$RUN/eval/$name.json" ] || zoo chess match "$RUN/repo" "$@" --games "$GAMES" --no-adjudication \
+      --pgn "$RUN/eval/$name.pgn" --json "$RUN/eval/$name.json"
   }
   (
     [ -f "$RUN/eval/static.json" ] || zoo chess eval "$RUN/repo" --test-bag "$DATA/test/action_value_data.bag" \
