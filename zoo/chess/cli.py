@@ -61,14 +61,14 @@ def cmd_puzzles(args) -> None:
 
 
 def cmd_match(args) -> None:
-    from zoo.chess.evaluate import MaterialGreedy, RandomMover, play_match
+    from zoo.chess.evaluate import ADJUDICATION_TIME, MaterialGreedy, RandomMover, play_match
     from zoo.chess.make_data import default_book
 
     opponent = {"random": RandomMover, "greedy": MaterialGreedy}.get(args.opponent)
     result = play_match(
         _engine(args), opponent(args.seed) if opponent else None, games=args.games, stockfish=args.stockfish, skill_level=args.skill, nodes=args.nodes, depth=args.depth,
         book=None if args.book == "none" else (args.book or default_book()), opening_plies=args.opening_plies,
-        max_plies=args.max_plies, adjudication_time=None if args.no_adjudication else args.adjudication_time,
+        max_plies=args.max_plies, adjudication_time=None if args.no_adjudication else (args.adjudication_time or ADJUDICATION_TIME),
         seed=args.seed, pgn_path=args.pgn, name=args.name, progress=True,
     )
     _print_json(result.summary(), args.json)
@@ -167,8 +167,9 @@ def register_cli(commands, convert) -> None:
     p.add_argument("--book", help="polyglot book for the openings (default: gnuchess-book; 'none' for none)")
     p.add_argument("--opening-plies", type=int, default=6)
     p.add_argument("--max-plies", type=int, default=400)
-    p.add_argument("--adjudication-time", type=float, default=0.01,
-                   help="seconds of full-strength Stockfish per position to adjudicate a win (official: > 1300 cp or mate)")
+    p.add_argument("--adjudication-time", type=float,
+                   help="seconds of full-strength Stockfish per position to adjudicate a win at > 1300 cp or a mate "
+                        "(default: the official 0.01)")
     p.add_argument("--no-adjudication", action="store_true", help="play every game out (checkmate, draw or --max-plies)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--stockfish", default="/usr/games/stockfish")

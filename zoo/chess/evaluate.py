@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import math
@@ -322,6 +323,16 @@ class StockfishPlayer:
         self.close()
 
 
+def _adjudicate(judge: chess.engine.SimpleEngine, board: chess.Board, seconds: float) -> tuple[chess.Color, str] | None:
+    """(winner, reason) when Stockfish rates one side above the official threshold or sees a mate, else None."""
+    score = judge.analyse(board, chess.engine.Limit(time=seconds))["score"].white()
+    if score.is_mate():
+        return (score.mate() > 0, f"mate in {abs(score.mate())}")  # white mates when mate() > 0
+    if abs(score.score()) > ADJUDICATION_CP:
+        return (score.score() > 0, f"{score.score():+d} cp")
+    return None
+
+
 def play_match(
     engine: ChessEngine,
     opponent=None,
@@ -347,72 +358,51 @@ def play_match(
     ``max_plies`` (a draw). As in the official tournament, after every move Stockfish (full strength,
     ``adjudication_time`` seconds) adjudicates a win for the side it rates above 1300 cp or with a mate score;
     ``adjudication_time=None`` plays every game out instead. Writes all games to ``pgn_path`` if given."""
-    if opponent is None:
-        with StockfishPlayer(stockfish, skill_level=skill_level, nodes=nodes, depth=depth) as sf:
-            return play_match(engine, sf, games=games, book=book, opening_plies=opening_plies, max_plies=max_plies,
-                              adjudication_time=adjudication_time, stockfish=stockfish, seed=seed, pgn_path=pgn_path,
-                              name=name, progress=progress)
-    if adjudication_time is not None:
-        with StockfishPlayer(stockfish, skill_level=None, nodes=None) as judge:
-            return _play_games(engine, opponent, judge.engine, adjudication_time, games=games, book=book,
-                               opening_plies=opening_plies, max_plies=max_plies, seed=seed, pgn_path=pgn_path,
-                               name=name, progress=progress)
-    return _play_games(engine, opponent, None, None, games=games, book=book, opening_plies=opening_plies,
-                       max_plies=max_plies, seed=seed, pgn_path=pgn_path, name=name, progress=progress)
-
-
-def _adjudicate(judge: chess.engine.SimpleEngine, board: chess.Board, seconds: float) -> tuple[chess.Color, str] | None:
-    """(winner, reason) when Stockfish rates one side above the official threshold or sees a mate, else None."""
-    score = judge.analyse(board, chess.engine.Limit(time=seconds))["score"].white()
-    if score.is_mate():
-        return (score.mate() > 0, f"mate in {abs(score.mate())}")  # white mates when mate() > 0
-    if abs(score.score()) > ADJUDICATION_CP:
-        return (score.score() > 0, f"{score.score():+d} cp")
-    return None
-
-
-def _play_games(engine: ChessEngine, opponent, judge: chess.engine.SimpleEngine | None, adjudication_time: float | None,
-                *, games: int, book: str | None, opening_plies: int, max_plies: int, seed: int,
-                pgn_path: str | os.PathLike | None, name: str, progress: bool) -> MatchResult:
     from tqdm.auto import tqdm
 
     from zoo._io import write_text_atomic
 
-    rng = random.Random(seed)
-    result = MatchResult()
-    opening: list[chess.Move] = []
-    for g in tqdm(range(games), desc="games", disable=not progress):
-        if g % 2 == 0:
-            opening = _opening(book, opening_plies, rng)
-        model_white = g % 2 == 0
-        board = chess.Board()
-        for move in opening:
-            board.push(move)
-        verdict = None
-        while not board.is_game_over(claim_draw=True) and len(board.move_stack) < max_plies:
-            player = engine if board.turn == (chess.WHITE if model_white else chess.BLACK) else opponent
-            board.push(player.play(board))
-            if judge is not None and not board.is_game_over(claim_draw=True):
-                verdict = _adjudicate(judge, board, adjudication_time)
-                if verdict is not None:
-                    break
-        outcome = board.outcome(claim_draw=True)
-        winner = verdict[0] if verdict else (outcome.winner if outcome else None)
-        if winner is None:
-            result.draws += 1
-            text = "1/2-1/2"
-        else:
-            result.wins += winner == model_white
-            result.losses += winner != model_white
-            text = "1-0" if winner == chess.WHITE else "0-1"
-        game = chess.pgn.Game.from_board(board)
-        game.headers.update({"Event": f"{name} vs {opponent.name}", "Round": str(g + 1), "Result": text,
-                             "White": name if model_white else opponent.name, "Black": opponent.name if model_white else name})
-        if verdict is not None:
-            game.headers["Termination"] = f"adjudicated: Stockfish {verdict[1]} after {adjudication_time} s"
-        elif outcome is None:
-            game.headers["Termination"] = f"adjudicated draw after {max_plies} plies"
-        result.games.append(str(game))
-    if pgn_path is not None:
-        write_text_atomic(pgn_path, "\n\n".join(result.games) + "\n")
-    return result
+    with contextlib.ExitStack() as engines:
+        if opponent is None:
+            opponent = engines.enter_context(StockfishPlayer(stockfish, skill_level=skill_level, nodes=nodes, depth=depth))
+        judge = None
+        if adjudication_time is not None:  # full strength: no Skill Level, no node limit
+            judge = engines.enter_context(StockfishPlayer(stockfish, skill_level=None, nodes=None)).engine
+        rng = random.Random(seed)
+        result = MatchResult()
+        opening: list[chess.Move] = []
+        for g in tqdm(range(games), desc="games", disable=not progress):
+            if g % 2 == 0:
+                opening = _opening(book, opening_plies, rng)
+            model_white = g % 2 == 0
+            board = chess.Board()
+            for move in opening:
+                board.push(move)
+            verdict = None
+            while not board.is_game_over(claim_draw=True) and len(board.move_stack) < max_plies:
+                player = engine if board.turn == (chess.WHITE if model_white else chess.BLACK) else opponent
+                board.push(player.play(board))
+                if judge is not None and not board.is_game_over(claim_draw=True):
+                    verdict = _adjudicate(judge, board, adjudication_time)
+                    if verdict is not None:
+                        break
+            outcome = board.outcome(claim_draw=True)
+            winner = verdict[0] if verdict else (outcome.winner if outcome else None)
+            if winner is None:
+                result.draws += 1
+                text = "1/2-1/2"
+            else:
+                result.wins += winner == model_white
+                result.losses += winner != model_white
+                text = "1-0" if winner == chess.WHITE else "0-1"
+            game = chess.pgn.Game.from_board(board)
+            game.headers.update({"Event": f"{name} vs {opponent.name}", "Round": str(g + 1), "Result": text,
+                                 "White": name if model_white else opponent.name, "Black": opponent.name if model_white else name})
+            if verdict is not None:
+                game.headers["Termination"] = f"adjudicated: Stockfish {verdict[1]} after {adjudication_time} s"
+            elif outcome is None:
+                game.headers["Termination"] = f"adjudicated draw after {max_plies} plies"
+            result.games.append(str(game))
+        if pgn_path is not None:
+            write_text_atomic(pgn_path, "\n\n".join(result.games) + "\n")
+        return result

@@ -93,6 +93,11 @@ def cmd_eval(args) -> None:
         write_text_atomic(args.out, text + "\n")
 
 
+def _require_one_image_source(args) -> None:
+    if (args.folder is None) == (args.fashion_mnist is None):
+        raise SystemExit("give a folder of images or --fashion-mnist train|test (not both)")
+
+
 def cmd_tokenizer_fid(args) -> None:
     import numpy as np
     import torch
@@ -100,8 +105,7 @@ def cmd_tokenizer_fid(args) -> None:
     import zoo
     from zoo.rcg.eval import evaluate_tokenizer_fid, iter_image_folder
 
-    if (args.folder is None) == (args.fashion_mnist is None):
-        raise SystemExit("give a folder of images or --fashion-mnist train|test (not both)")
+    _require_one_image_source(args)
     model = zoo.load(args.name, device=args.device, dtype=args.dtype)
     tokenizer = getattr(model, "vqgan", None)
     if tokenizer is None:
@@ -151,8 +155,7 @@ def cmd_ref_stats(args) -> None:
 
     from zoo.rcg.eval import FeatureCache, InceptionFeatures, cached_features, save_reference_stats
 
-    if (args.folder is None) == (args.fashion_mnist is None):
-        raise SystemExit("give a folder of images or --fashion-mnist train|test (not both)")
+    _require_one_image_source(args)
     source, batches = _reference_batches(args)
     cache = FeatureCache(args.cache_dir, {"images": source, "batch_size": args.batch_size}) if args.cache_dir else None
     net = InceptionFeatures().to(args.device)

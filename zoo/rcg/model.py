@@ -551,10 +551,14 @@ class VQGAN(nn.Module):
             grid = (side, side)
         return self.decoder(self.quantize.lookup(codes, grid))
 
+    def reconstruct_latents(self, z: torch.Tensor):
+        """Encoder outputs z (B, C, h, w) -> (reconstruction, vq_loss, codes), straight-through."""
+        z_q, vq_loss, codes = self.quantize(z)
+        return self.decoder(z_q), vq_loss, codes
+
     def forward(self, images: torch.Tensor):
         """Reconstruction for training: (reconstruction, vq_loss, codes)."""
-        z_q, vq_loss, codes = self.quantize(self.encoder(images))
-        return self.decoder(z_q), vq_loss, codes
+        return self.reconstruct_latents(self.encoder(images))
 
 
 # =====================================================================================================================

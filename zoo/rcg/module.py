@@ -273,8 +273,7 @@ class VQGANModule(_RCGStage):
         z = self.vqgan.encoder(images)
         if stage == "train" and every > 0 and self.global_step % every == 0:
             self.log("train/restarted_codes", float(self._restart_dead_codes(z.detach())))
-        z_q, vq_loss, codes = self.vqgan.quantize(z)
-        recon = self.vqgan.decoder(z_q)
+        recon, vq_loss, codes = self.vqgan.reconstruct_latents(z)
         if stage == "train":
             self.code_hits += torch.bincount(codes.flatten(), minlength=self.code_hits.numel()).to(self.code_hits.dtype)
         rec_loss = F.l1_loss(recon, images) + F.mse_loss(recon, images)
