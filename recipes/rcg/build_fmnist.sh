@@ -3,20 +3,22 @@
 # same budget, FID of each against the 10,000 test images, and the published pipeline. Run from any folder
 # (runs go to RUN); all steps resume where they stopped.
 #   recipes/rcg/build_fmnist.sh train     # MoCo v3 -> MAGE  beside  VQGAN -> baseline MAGE -> RDM (two chains,
-#                                         # one core each: ~90 min on 2 cores), each stage published to RUN/STAGE/repo
+#                                         # one core each; see the card for stage times), each stage published to RUN/STAGE/repo
 #   recipes/rcg/build_fmnist.sh eval      # pipeline (RDM EMA + MAGE), the tokenizer's reconstruction FID (2,000
 #                                         # train images), FID of N samples (default 10000) for the baseline, RCG
-#                                         # without guidance and each CFG scale; 64-sample PNG grids
+#                                         # without guidance and each CFG scale, at each MAGE choice temperature
+#                                         # of TEMPS; 64-sample PNG grids
 #   recipes/rcg/build_fmnist.sh publish   # the pipeline in fp16 with its card -> hub/rcg-fashionmnist
 # Results: RUN/eval/<name>.json (FID) and RUN/eval/<name>.png; the card text is recipes/rcg/cards/rcg-fashionmnist.yaml.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 RUN="${RUN:-runs/rcg}"
 N="${N:-10000}"
-CFGS="${CFGS:-1 3 6 10}"
-# the shipped sampling settings: guidance 6, the best FID of the N=2000 sweep (124.7; none: 134.2)
-DEFAULTS="${DEFAULTS:-{\"cfg\": 6.0, \"temperature\": 6.0, \"steps\": 20\}}"
-SAMPLING=(--steps "${STEPS:-20}" --temperature "${TEMPERATURE:-6}" --batch-size 100)
+CFGS="${CFGS:-1 3}"
+TEMPS="${TEMPS:-1 4}"  # MAGE choice temperatures, each for both generators: the best of RCG (1) and of the baseline (4)
+# the shipped sampling settings: the best FID of the sweep (see the card)
+DEFAULTS="${DEFAULTS:-{\"cfg\": 0.0, \"temperature\": 1.0, \"steps\": 20\}}"
+SAMPLING=(--steps "${STEPS:-20}" --batch-size 100)
 
 train_stage() {  # recipe paths are relative (runs/rcg/...): run from RUN's parent
   local stage=$1 out="$RUN/$1"
@@ -55,17 +57,19 @@ eval)
       --cache-dir "$RUN/eval/cache-$name" --out "$RUN/eval/$name-$N.json"  # N=2000 then N=10000 reuses the 2000
     zoo rcg sample "$model" --n 64 --nrow 8 "${SAMPLING[@]}" "$@" --out "$RUN/eval/$name.png"
   }
-  evaluate baseline "$RUN/mage_baseline/repo"
-  evaluate rcg-cfg0 "$RUN/pipeline" --cfg 0
-  for cfg in $CFGS; do evaluate "rcg-cfg$cfg" "$RUN/pipeline" --cfg "$cfg"; done
+  for t in $TEMPS; do
+    evaluate "baseline-t$t" "$RUN/mage_baseline/repo" --temperature "$t"
+    evaluate "rcg-cfg0-t$t" "$RUN/pipeline" --cfg 0 --temperature "$t"
+    for cfg in $CFGS; do evaluate "rcg-cfg$cfg-t$t" "$RUN/pipeline" --cfg "$cfg" --temperature "$t"; done
+  done
   ;;
 publish)  # sampling defaults: the best guidance scale of the evaluation
   zoo rcg assemble --rdm "$RUN/rdm/repo" --mage "$RUN/mage/repo" --out "$RUN/pipeline-defaults" \
     --sampling "$DEFAULTS"
   hub="${HUB:-hub/rcg-fashionmnist}"
   zoo publish "$RUN/pipeline-defaults" "$hub" --dtype float16 --card "$HERE/cards/rcg-fashionmnist.yaml"
-  for name in ${GRIDS:-baseline rcg-cfg0 rcg-cfg6}; do  # 64-sample grids of the evaluation (16 MiB in all)
-    cp "$RUN/eval/$name.png" "$hub/samples_${name//-/_}.png"
+  for name in ${GRIDS:-baseline-t4 rcg-cfg0-t1 rcg-cfg3-t1}; do  # 64-sample grids of the evaluation (16 MiB in all)
+    cp "$RUN/eval/$name.png" "$hub/samples_${name//[-.]/_}.png"
   done
   ;;
 *)
