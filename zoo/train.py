@@ -10,6 +10,7 @@ beside the checkpoints (``config.yaml`` in the run's log folder).
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Sequence
 
 __all__ = ["run_recipe"]
@@ -34,17 +35,21 @@ def run_recipe(
 
     if not os.path.isfile(recipe):
         raise FileNotFoundError(f"recipe {recipe} not found; recipes live in recipes/<method>/*.yaml")
-    cli = LightningCLI(
-        ZooModule,
-        L.LightningDataModule,
-        subclass_mode_model=True,
-        subclass_mode_data=True,
-        # "omegaconf+": interpolations resolve after the command line, so overrides reach them
-        parser_kwargs={"parser_mode": "omegaconf+"},
-        save_config_kwargs={"overwrite": True},
-        args=["--config", str(recipe), *overrides],
-        run=False,
-    )
+    with warnings.catch_warnings():
+        # the recipe and overrides come in `args`; sys.argv (`zoo train ...`) is never parsed, so Lightning's
+        # warning about both being given does not apply
+        warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
+        cli = LightningCLI(
+            ZooModule,
+            L.LightningDataModule,
+            subclass_mode_model=True,
+            subclass_mode_data=True,
+            # "omegaconf+": interpolations resolve after the command line, so overrides reach them
+            parser_kwargs={"parser_mode": "omegaconf+"},
+            save_config_kwargs={"overwrite": True},
+            args=["--config", str(recipe), *overrides],
+            run=False,
+        )
     if init_from is not None:
         from zoo.loading import load
 

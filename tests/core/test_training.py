@@ -1,4 +1,6 @@
 import json
+import sys
+import warnings
 
 import lightning as L
 import pytest
@@ -122,8 +124,13 @@ def test_last_checkpoint_holds_the_final_step(tmp_path):
     assert torch.equal(last["state_dict"]["net.0.weight"], cli.model.net[0].weight)
 
 
-def test_cli_train_and_publish(tmp_path, capsys):
-    assert main(["train", RECIPE, f"--trainer.default_root_dir={tmp_path}"]) == 0
+def test_cli_train_and_publish(tmp_path, capsys, monkeypatch):
+    args = ["train", RECIPE, f"--trainer.default_root_dir={tmp_path}"]
+    monkeypatch.setattr(sys, "argv", ["zoo", *args])  # as from the shell
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(args) == 0
+    assert not [w for w in caught if "args parameter" in str(w.message)]  # sys.argv is not LightningCLI's input
     ckpt = next(tmp_path.rglob("*.ckpt"))
     assert main(["publish", str(ckpt), str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
