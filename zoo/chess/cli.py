@@ -65,10 +65,11 @@ def cmd_match(args) -> None:
     from zoo.chess.make_data import default_book
 
     opponent = {"random": RandomMover, "greedy": MaterialGreedy}.get(args.opponent)
+    adjudication = args.adjudication_time if args.adjudication_time is not None else ADJUDICATION_TIME
     result = play_match(
         _engine(args), opponent(args.seed) if opponent else None, games=args.games, stockfish=args.stockfish, skill_level=args.skill, nodes=args.nodes, depth=args.depth,
         book=None if args.book == "none" else (args.book or default_book()), opening_plies=args.opening_plies,
-        max_plies=args.max_plies, adjudication_time=None if args.no_adjudication else (args.adjudication_time or ADJUDICATION_TIME),
+        max_plies=args.max_plies, adjudication_time=None if args.no_adjudication else adjudication,
         seed=args.seed, pgn_path=args.pgn, name=args.name, progress=True,
     )
     _print_json(result.summary(), args.json)

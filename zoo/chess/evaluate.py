@@ -333,6 +333,18 @@ def _adjudicate(judge: chess.engine.SimpleEngine, board: chess.Board, seconds: f
     return None
 
 
+def _play_out(board: chess.Board, white, black, judge: chess.engine.SimpleEngine | None,
+              adjudication_time: float | None, max_plies: int) -> tuple[chess.Color, str] | None:
+    """Play ``board`` on until the game ends, ``max_plies`` or the judge's verdict (returned; None otherwise)."""
+    while not board.is_game_over(claim_draw=True) and len(board.move_stack) < max_plies:
+        board.push((white if board.turn == chess.WHITE else black).play(board))
+        if judge is not None and not board.is_game_over(claim_draw=True):
+            verdict = _adjudicate(judge, board, adjudication_time)
+            if verdict is not None:
+                return verdict
+    return None
+
+
 def play_match(
     engine: ChessEngine,
     opponent=None,
@@ -378,14 +390,8 @@ def play_match(
             board = chess.Board()
             for move in opening:
                 board.push(move)
-            verdict = None
-            while not board.is_game_over(claim_draw=True) and len(board.move_stack) < max_plies:
-                player = engine if board.turn == (chess.WHITE if model_white else chess.BLACK) else opponent
-                board.push(player.play(board))
-                if judge is not None and not board.is_game_over(claim_draw=True):
-                    verdict = _adjudicate(judge, board, adjudication_time)
-                    if verdict is not None:
-                        break
+            white, black = (engine, opponent) if model_white else (opponent, engine)
+            verdict = _play_out(board, white, black, judge, adjudication_time, max_plies)
             outcome = board.outcome(claim_draw=True)
             winner = verdict[0] if verdict else (outcome.winner if outcome else None)
             if winner is None:
