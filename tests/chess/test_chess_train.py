@@ -7,7 +7,7 @@ import torch
 
 import zoo
 from zoo.chess.bag import BagReader, decode_record
-from zoo.chess.data import ChessBagDataset, ChessDataModule, find_bag, record_to_sequence
+from zoo.chess.data import ChessBagDataset, ChessDataModule, find_bag, mirror_record, record_to_sequence
 from zoo.chess.model import CONFIGS
 from zoo.chess.module import ChessTransformerModule, square_factored_action_embeddings
 from zoo.chess.tokenizer import ACTION_TO_INDEX, tokenize
@@ -42,6 +42,50 @@ def test_square_factored_action_embeddings_share_squares_and_pieces():
     assert float(official.model.token_embedding.weight.std()) < 0.03  # the official truncated normal, std 0.02
     with pytest.raises(ValueError, match="action_embedding_init"):
         ChessTransformerModule(action_embedding_init="random")
+
+
+def test_board_action_embeddings_carry_the_position_rows_of_their_squares():
+    positions = torch.randn(64, 32)
+    plain = square_factored_action_embeddings(32, torch.Generator().manual_seed(1))
+    tied = square_factored_action_embeddings(32, torch.Generator().manual_seed(1), positions)
+    e2e4 = ACTION_TO_INDEX["e2e4"]
+    # same random parts (3 of 5 unit terms), plus the rows of e2 (square 12) and e4 (square 28)
+    torch.testing.assert_close(tied[e2e4], (plain[e2e4] * 96**0.5 + positions[12] + positions[28]) / 160**0.5)
+    modules = {}
+    for init in ("squares", "board"):  # same seed: same position table and same random parts
+        torch.manual_seed(0)
+        modules[init] = ChessTransformerModule(num_layers=1, embedding_dim=32, num_heads=4, action_embedding_init=init)
+    rows = modules["board"].model.position_embedding
+    added = (modules["board"].model.token_embedding.weight * 160**0.5
+             - modules["squares"].model.token_embedding.weight * 96**0.5)
+    # e2's board token is input 2 + 6 * 8 + 4 (BOS, side to move, then a8..h1), e4's 2 + 4 * 8 + 4
+    torch.testing.assert_close(added[e2e4], rows[54] + rows[38])
+
+
+@pytest.mark.parametrize("policy", ["action_value", "state_value", "behavioral_cloning"])
+def test_mirrored_records_are_the_same_position_for_the_other_colour(policy):
+    import chess
+
+    fen = "r3k2r/pp3ppp/2n5/3pP3/8/8/PPP2PPP/R3K2R w KQkq d6 0 12"
+    record = {"action_value": (fen, "e5d6", 0.7), "state_value": (fen, 0.7), "behavioral_cloning": (fen, "e1c1")}[policy]
+    mirrored = mirror_record(policy, record)
+    assert mirrored[0] == "r3k2r/ppp2ppp/8/8/3Pp3/2N5/PP3PPP/R3K2R b KQkq d3 0 12"
+    if policy != "state_value":  # en passant and castling stay legal, moved with the board
+        assert chess.Move.from_uci(mirrored[1]) in chess.Board(mirrored[0]).legal_moves
+        assert mirrored[1] == {"e5d6": "e4d3", "e1c1": "e8c8"}[record[1]]
+    assert mirror_record(policy, mirrored) == record
+    if policy != "behavioral_cloning":
+        assert mirrored[-1] == record[-1]  # the mover's win probability
+
+
+def test_mirror_augment_flips_about_half_the_training_samples(generated_data):
+    data = ChessDataModule(str(generated_data), policy="action_value", mirror_augment=True)
+    data.setup("fit")
+    torch.manual_seed(0)
+    plain = ChessBagDataset(find_bag(generated_data, "train", "action_value"), "action_value")
+    flipped = sum(not torch.equal(data.train_set[i]["sequences"], plain[i]["sequences"]) for i in range(200))
+    assert 70 < flipped < 130
+    assert data.val_set is None or not data.val_set.mirror
 
 
 def test_official_bag_dataset(fixtures_dir):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import chess
 import lightning as L
 import numpy as np
 import torch
@@ -19,7 +20,18 @@ from zoo.chess.bag import BagReader, decode_record
 from zoo.chess.model import POLICIES, sequence_length
 from zoo.chess.tokenizer import action_index, to_bucket, tokenize
 
-__all__ = ["ChessBagDataset", "ChessDataModule", "find_bag", "record_to_sequence"]
+__all__ = ["ChessBagDataset", "ChessDataModule", "find_bag", "mirror_record", "record_to_sequence"]
+
+
+def mirror_record(policy: str, record: tuple) -> tuple:
+    """The same record with colours swapped and the board flipped top to bottom (python-chess ``mirror``):
+    an equally valid sample, since win probabilities are the mover's and moves are mirrored with the board."""
+    fen = chess.Board(record[0]).mirror().fen()
+    if policy == "state_value":
+        return (fen, record[1])
+    move = chess.Move.from_uci(record[1])
+    mirrored = chess.Move(chess.square_mirror(move.from_square), chess.square_mirror(move.to_square), move.promotion)
+    return (fen, mirrored.uci(), *record[2:])
 
 
 def record_to_sequence(policy: str, record: tuple, num_return_buckets: int = 128) -> tuple[np.ndarray, float]:
@@ -40,12 +52,14 @@ def record_to_sequence(policy: str, record: tuple, num_return_buckets: int = 128
 class ChessBagDataset(Dataset):
     """One bag (or ``X@N`` shards) of ``policy`` records as ``{"sequences", "win_probs"}`` samples."""
 
-    def __init__(self, path: str | Path, policy: str, num_return_buckets: int = 128, max_records: int | None = None):
+    def __init__(self, path: str | Path, policy: str, num_return_buckets: int = 128, max_records: int | None = None,
+                 mirror: bool = False):
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
         self.reader = BagReader(path)
         self.policy = policy
         self.num_return_buckets = num_return_buckets
+        self.mirror = mirror
         self.length = len(self.reader) if max_records is None else min(max_records, len(self.reader))
         if self.length == 0:
             raise ValueError(f"{path} holds no records")
@@ -55,6 +69,8 @@ class ChessBagDataset(Dataset):
 
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
         record = decode_record(self.policy, self.reader[i])
+        if self.mirror and torch.rand(()) < 0.5:
+            record = mirror_record(self.policy, record)
         sequence, win_prob = record_to_sequence(self.policy, record, self.num_return_buckets)
         return {"sequences": torch.from_numpy(sequence), "win_probs": torch.tensor(win_prob, dtype=torch.float32)}
 
@@ -77,6 +93,8 @@ class ChessDataModule(L.LightningDataModule):
 
     Either ``data_dir`` (a ChessBench/make-data root with ``train/`` and ``test/``) or explicit
     ``train_path`` / ``val_path`` (a ``.bag`` file or ``X@N.bag`` shards) must be given.
+    ``mirror_augment`` mirrors each training sample with probability 1/2 (``mirror_record``; not in the
+    official trainer): twice the positions for a small dataset. Validation samples are never mirrored.
     """
 
     def __init__(
@@ -90,6 +108,7 @@ class ChessDataModule(L.LightningDataModule):
         num_return_buckets: int = 128,
         max_train_records: int | None = None,
         max_val_records: int | None = None,
+        mirror_augment: bool = False,
     ):
         super().__init__()
         if data_dir is None and train_path is None:
@@ -113,7 +132,8 @@ class ChessDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         h = self.hparams
         if self.train_set is None:
-            self.train_set = ChessBagDataset(self._path(h.train_path, "train"), h.policy, h.num_return_buckets, h.max_train_records)
+            self.train_set = ChessBagDataset(self._path(h.train_path, "train"), h.policy, h.num_return_buckets,
+                                             h.max_train_records, mirror=h.mirror_augment)
         val = self._path(h.val_path, "test")
         if self.val_set is None and val is not None:
             self.val_set = ChessBagDataset(val, h.policy, h.num_return_buckets, h.max_val_records)
