@@ -36,9 +36,8 @@ eval)
   mkdir -p "$RUN/eval"
   match() {  # name [match options]
     local name=$1; shift
-    # the published cards were measured with every game played out; `zoo chess match` adjudicates by default
-    # (the official tournament's rule), which a re-measurement of all three models should switch to
-    [ -f "$RUN/eval/$name.json" ] || zoo chess match "$RUN/repo" "$@" --games "$GAMES" --no-adjudication \
+    # adjudicated as in the official tournament (`zoo chess match`'s default); the json records the rule
+    [ -f "$RUN/eval/$name.json" ] || zoo chess match "$RUN/repo" "$@" --games "$GAMES" \
       --pgn "$RUN/eval/$name.pgn" --json "$RUN/eval/$name.json"
   }
   (

@@ -48,6 +48,19 @@ def _against_the_aims(matches: dict, puzzles: dict) -> str:
     return " ".join(lines)
 
 
+def _match_rule(matches: dict) -> str:
+    """How the matches' games ended: every game played out, or the official tournament's adjudication."""
+    rules = {(r.get("adjudication_time"), r.get("max_plies", 400)) for r in matches.values()}
+    if len(rules) > 1:
+        raise SystemExit(f"the matches were played under different rules {sorted(rules, key=str)}: rerun them alike")
+    seconds, max_plies = rules.pop() if rules else (None, 400)
+    if seconds is None:
+        return f"every game played out (checkmate or a draw; a draw after {max_plies} plies)"
+    return (f"adjudicated as in the official tournament: after every move Stockfish 15.1 at full strength "
+            f"({seconds} s) declares a win for a side it rates above 1300 cp or with a mate score (the judge's "
+            f"verdicts are counted among wins and losses); a draw after {max_plies} plies")
+
+
 def build_card(run: Path, data: Path, name: str, train_minutes: float) -> dict:
     evals = run / "eval"
     static = json.loads((evals / "static.json").read_text())
@@ -72,11 +85,13 @@ def build_card(run: Path, data: Path, name: str, train_minutes: float) -> dict:
         p = puzzles[stem]
         metrics.append({"name": f"{stem}_accuracy", "value": round(p["accuracy"], 4), "dataset": f"pychess-{stem}",
                         "dataset_name": f"pychess {stem}.pgn ({p['num_puzzles']} problems)", "split": "test"})
-    rows = ["| opponent | games | wins | draws | losses | score | Elo difference (95%) |", "|---|---|---|---|---|---|---|"]
+    rows = ["| opponent | games | wins | draws | losses | by the judge | score | Elo difference (95%) |",
+            "|---|---|---|---|---|---|---|---|"]
     for key, r in matches.items():
         metrics.append({"name": f"score_vs_{key}", "value": round(r["score"], 3), "dataset": f"match-vs-{key}",
                         "dataset_name": f"{r['games']} games vs {OPPONENTS[key]}", "split": "match"})
-        rows.append(f"| {OPPONENTS[key]} | {r['games']} | {r['wins']} | {r['draws']} | {r['losses']} | {r['score']:.3f} | {_elo(r)} |")
+        rows.append(f"| {OPPONENTS[key]} | {r['games']} | {r['wins']} | {r['draws']} | {r['losses']} | "
+                    f"{r.get('adjudicated', 0)} | {r['score']:.3f} | {_elo(r)} |")
 
     devices = trainer.get("devices", 1)
     batch = datamodule["batch_size"] * (devices if isinstance(devices, int) else 1)
@@ -87,6 +102,11 @@ def build_card(run: Path, data: Path, name: str, train_minutes: float) -> dict:
     targets = f"HL-Gauss targets (sigma {sigma} buckets)" if sigma else "the official cross-entropy targets"
     if model.get("action_embedding_init") == "squares":
         targets += ", the token table started from shared from-/to-square vectors"
+    elif model.get("action_embedding_init") == "board":
+        targets += (", the token table started from shared from-/to-square vectors that include the position rows "
+                    "of those squares' board tokens")
+    if datamodule.get("mirror_augment"):
+        targets += ", half the training samples mirrored (colours swapped, board flipped)"
     processes = f"{devices} CPU processes (DDP)" if devices != 1 else "one CPU process"
     training = "\n".join([
         f"Data: a mini-ChessBench made here with `recipes/chess/make_data_small.sh` (`zoo chess make-data`, seed "
@@ -105,7 +125,7 @@ def build_card(run: Path, data: Path, name: str, train_minutes: float) -> dict:
         "",
         "Evaluation (`recipes/chess/build_small.sh`): the official static metrics on the test split; the pychess "
         "mate-in-2 and mate-in-3 problems (the model must find every move of the solution, or mate otherwise); "
-        "matches from gnuchess-book openings (6 plies), colours swapped every game, adjudicated draw after 400 plies:",
+        f"matches from gnuchess-book openings (6 plies), colours swapped every game, {_match_rule(matches)}:",
         "",
         *rows,
     ])

@@ -161,6 +161,7 @@ def test_matches_are_adjudicated_like_the_official_tournament(tmp_path):
 
     adjudicated = play_match(MaterialGreedy(seed=0), RandomMover(seed=0), games=2, max_plies=200, pgn_path=tmp_path / "a.pgn")
     assert adjudicated.wins == 2  # greedy wins material from a random mover long before 200 plies
+    assert adjudicated.summary()["adjudicated"] == 2
     with open(tmp_path / "a.pgn") as f:
         games = [chess.pgn.read_game(f) for _ in range(2)]
     for game in games:
@@ -169,4 +170,4 @@ def test_matches_are_adjudicated_like_the_official_tournament(tmp_path):
     played_out = play_match(MaterialGreedy(seed=0), RandomMover(seed=0), games=2, max_plies=40, adjudication_time=None,
                             pgn_path=tmp_path / "b.pgn")
     assert "adjudicated: Stockfish" not in (tmp_path / "b.pgn").read_text()
-    assert played_out.wins + played_out.draws + played_out.losses == 2
+    assert played_out.wins + played_out.draws + played_out.losses == 2 and played_out.adjudicated == 0

@@ -79,7 +79,8 @@ def test_make_card_reports_every_measurement_and_each_aim(tmp_path):
     for key, (wins, draws, losses, elo) in {"random": (90, 10, 0, 382.0), "greedy": (0, 29, 71, -308.2)}.items():
         score = (wins + draws / 2) / 100
         (run / "eval" / f"{key}.json").write_text(json.dumps(
-            {"games": 100, "wins": wins, "draws": draws, "losses": losses, "score": score, "elo": elo, "elo_error_95": 62.3}))
+            {"games": 100, "wins": wins, "draws": draws, "losses": losses, "adjudicated": wins + losses - 1, "score": score,
+             "elo": elo, "elo_error_95": 62.3, "adjudication_time": 0.01, "max_plies": 400}))
 
     card = make_card.build_card(run, data, "chess-small-av", train_minutes=45)
     metrics = {m["name"]: m["value"] for m in card["metrics"]}
@@ -87,9 +88,15 @@ def test_make_card_reports_every_measurement_and_each_aim(tmp_path):
                        "mate_in_2_accuracy": 0.5, "mate_in_3_accuracy": 0.1, "score_vs_random": 0.95,
                        "score_vs_greedy": 0.145}
     assert len({m["dataset"] for m in card["metrics"]}) == 5  # one model-index group per test set / opponent
-    assert "| 1-ply material-greedy player | 100 | 0 | 29 | 71 | 0.145 | -308 ± 62 |" in card["training"]
-    assert "8,500 steps of 256 sequences (1.6 epochs of the 1,391,142 action values)" in card["training"]
+    assert "| 1-ply material-greedy player | 100 | 0 | 29 | 71 | 70 | 0.145 | -308 ± 62 |" in card["training"]
+    assert "Stockfish 15.1 at full strength (0.01 s) declares a win" in card["training"]
+    assert "11,000 steps of 256 sequences (2.0 epochs of the 1,391,142 action values)" in card["training"]
+    assert "position rows" in card["training"] and "half the training samples mirrored" in card["training"]
     assert "Meets the aim to beat the random mover (score 0.950)" in card["limitations"]
     assert "Misses the aim to beat the material-greedy player (score 0.145)" in card["limitations"]
     assert "Meets the aim to solve half the mate-in-2 problems (50.0%)" in card["limitations"]
     assert "Stockfish" not in card["limitations"]  # no match, no claim
+    played_out = json.loads((run / "eval" / "random.json").read_text()) | {"adjudication_time": None}
+    (run / "eval" / "random.json").write_text(json.dumps(played_out))
+    with pytest.raises(SystemExit, match="different rules"):
+        make_card.build_card(run, data, "chess-small-av", train_minutes=45)

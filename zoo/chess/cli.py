@@ -66,13 +66,14 @@ def cmd_match(args) -> None:
 
     opponent = {"random": RandomMover, "greedy": MaterialGreedy}.get(args.opponent)
     adjudication = args.adjudication_time if args.adjudication_time is not None else ADJUDICATION_TIME
+    adjudication = None if args.no_adjudication else adjudication
     result = play_match(
         _engine(args), opponent(args.seed) if opponent else None, games=args.games, stockfish=args.stockfish, skill_level=args.skill, nodes=args.nodes, depth=args.depth,
         book=None if args.book == "none" else (args.book or default_book()), opening_plies=args.opening_plies,
-        max_plies=args.max_plies, adjudication_time=None if args.no_adjudication else adjudication,
+        max_plies=args.max_plies, adjudication_time=adjudication,
         seed=args.seed, pgn_path=args.pgn, name=args.name, progress=True,
     )
-    _print_json(result.summary(), args.json)
+    _print_json({**result.summary(), "adjudication_time": adjudication, "max_plies": args.max_plies}, args.json)
 
 
 def cmd_uci(args) -> None:

@@ -232,6 +232,7 @@ class MatchResult:
     wins: int = 0
     draws: int = 0
     losses: int = 0
+    adjudicated: int = 0  # decisive games ended by the judge's verdict (in wins and losses)
     games: list[str] = field(default_factory=list)  # PGN texts
 
     @property
@@ -243,7 +244,7 @@ class MatchResult:
         elo, err = elo_difference(self.wins, self.draws, self.losses)
         elo, err = (None, None) if math.isinf(elo) else (elo + 0.0, err)  # + 0.0: no "-0.0"
         return {"games": self.wins + self.draws + self.losses, "wins": self.wins, "draws": self.draws, "losses": self.losses,
-                "score": self.score, "elo": elo, "elo_error_95": err}
+                "adjudicated": self.adjudicated, "score": self.score, "elo": elo, "elo_error_95": err}
 
 
 def _opening(book: str | None, plies: int, rng: random.Random) -> list[chess.Move]:
@@ -405,6 +406,7 @@ def play_match(
             game.headers.update({"Event": f"{name} vs {opponent.name}", "Round": str(g + 1), "Result": text,
                                  "White": name if model_white else opponent.name, "Black": opponent.name if model_white else name})
             if verdict is not None:
+                result.adjudicated += 1
                 game.headers["Termination"] = f"adjudicated: Stockfish {verdict[1]} after {adjudication_time} s"
             elif outcome is None:
                 game.headers["Termination"] = f"adjudicated draw after {max_plies} plies"
