@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # chess-small-{av,bc,sv} (issue 9): train, evaluate and publish the small chess models on the mini-ChessBench of
 # make_data_small.sh. Run from any folder; every step resumes where it stopped.
-#   recipes/chess/build_small.sh train [av|bc|sv] # av: small_cpu.yaml, 8,500 steps, two DDP processes
-#                                                 # (45 min on 2 cores); bc, sv: small_cpu_{bc,sv}.yaml, one core
+#   recipes/chess/build_small.sh train [av|bc|sv] # av: small_cpu.yaml, 11,000 steps, two DDP processes
+#                                                 # (65 min on 2 cores); bc, sv: small_cpu_{bc,sv}.yaml, one core
 #   recipes/chess/build_small.sh eval [av|bc|sv]   # static metrics on the test split, pychess mate-in-2/3 problems,
 #                                                 # 100-game matches vs random, 1-ply greedy, Stockfish Skill 0
-#                                                 # and 3 (1000 nodes), book openings, both colours: two chains
+#                                                 # and 3 (1000 nodes), book openings, both colours: two chains;
+#                                                 # adjudicated as in the official tournament (chess-small-bc
+#                                                 # and -sv were measured before, with every game played out)
 #   recipes/chess/build_small.sh publish [av|bc|sv]  # card from the measurements (make_card.py) -> hub/chess-small-*,
 #                                                 # with an SVG of the model's move values in one position
-# Settings: DATA (default data/chess), RUN (runs/chess-small-<kind>), GAMES (100), TRAIN_MINUTES (for the card),
+# Settings: DATA (default data/chess: make_data_small.sh's 1,400 games for av, its first 650 for bc and sv),
+# RUN (runs/chess-small-<kind>), GAMES (match games, 100), TRAIN_MINUTES (for the card),
 # PYCHESS_PUZZLES (the puzzles folder of Debian's pychess: dpkg -x pychess_*.deb DIR; DIR/usr/share/pychess/...).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"

@@ -41,8 +41,11 @@ def _against_the_aims(matches: dict, puzzles: dict) -> str:
     for key, aim in (("random", "beat the random mover"), ("greedy", "beat the material-greedy player"),
                      ("sf0", "beat Stockfish Skill Level 0")):
         if key in matches:
-            score = matches[key]["score"]
-            lines.append(f"{'Meets' if score > 0.5 else 'Misses'} the aim to {aim} (score {score:.3f}).")
+            r = matches[key]
+            # met only when the 95% interval of the Elo difference lies above zero, not by a lucky 0.51
+            met = r["score"] == 1 or (r["elo"] is not None and r["elo"] - r["elo_error_95"] > 0)
+            lines.append(f"{'Meets' if met else 'Misses'} the aim to {aim} (score {r['score']:.3f}, "
+                         f"Elo difference {_elo(r)}).")
     mate2 = puzzles["mate_in_2"]["accuracy"]
     lines.append(f"{'Meets' if mate2 >= 0.5 else 'Misses'} the aim to solve half the mate-in-2 problems ({mate2:.1%}).")
     return " ".join(lines)

@@ -92,11 +92,16 @@ def test_make_card_reports_every_measurement_and_each_aim(tmp_path):
     assert "Stockfish 15.1 at full strength (0.01 s) declares a win" in card["training"]
     assert "11,000 steps of 256 sequences (2.0 epochs of the 1,391,142 action values)" in card["training"]
     assert "position rows" in card["training"] and "half the training samples mirrored" in card["training"]
-    assert "Meets the aim to beat the random mover (score 0.950)" in card["limitations"]
-    assert "Misses the aim to beat the material-greedy player (score 0.145)" in card["limitations"]
+    assert "Meets the aim to beat the random mover (score 0.950, Elo difference +382 ± 62)" in card["limitations"]
+    assert "Misses the aim to beat the material-greedy player (score 0.145" in card["limitations"]
     assert "Meets the aim to solve half the mate-in-2 problems (50.0%)" in card["limitations"]
     assert "Stockfish" not in card["limitations"]  # no match, no claim
-    played_out = json.loads((run / "eval" / "random.json").read_text()) | {"adjudication_time": None}
+    narrow = {"games": 100, "wins": 47, "draws": 11, "losses": 42, "adjudicated": 89, "score": 0.525, "elo": 17.4,
+              "elo_error_95": 64.3, "adjudication_time": 0.01, "max_plies": 400}
+    (run / "eval" / "random.json").write_text(json.dumps(narrow))
+    card = make_card.build_card(run, data, "chess-small-av", train_minutes=45)
+    assert "Misses the aim to beat the random mover (score 0.525, Elo difference +17 ± 64)" in card["limitations"]
+    played_out = narrow | {"adjudication_time": None}
     (run / "eval" / "random.json").write_text(json.dumps(played_out))
     with pytest.raises(SystemExit, match="different rules"):
         make_card.build_card(run, data, "chess-small-av", train_minutes=45)

@@ -87,16 +87,16 @@ ENTRIES = [
         "chess-small-av",
         "action_value",
         (
-            FileSpec("README.md", "e0795d0fc695eee757785b8ba66b7fec0df82c9ae13cc56751147b03257b68ee", 6336),
-            FileSpec("config.json", "a6a7bd12fd684f0b237fe3fe76361ce22f60e92c57d3fd14fb5eaf471f497440", 466),
-            FileSpec("example_board.svg", "01295204a7aaae512ff69ba9c079805516b8d026d7191527f6d8fc23f9ccad3b", 35553),
-            FileSpec("model.safetensors", "737263cd439f9d8cce49d2b20693e933392ca2ae0856ff552e19a900fb8f427f", 1615152),
+            FileSpec("README.md", "1e4c8fc44468df7d301dae825123935f152e302833c76336ecdac0e9330fb720", 6814),
+            FileSpec("config.json", "9bd8d54c1f375b40863143860be16a6eed3189852bd7f2573f09ad776c5ed9bf", 464),
+            FileSpec("example_board.svg", "fab4c5709f4f9531933e4f7841fda1331b78f7ef141905accd90f83b248b9c6d", 35453),
+            FileSpec("model.safetensors", "9785280ebe5e932d04b91c644e8439d784be0129dbe1de81659b33ca8a835e4c", 1615152),
         ),
         402_624,
-        "Action-value transformer (4 layers, width 64) trained in the zoo for 45 min on 2 CPU cores on a "
-        "50k-position mini-ChessBench; weak: see its card",
-        {"score_vs_random": 0.49, "score_vs_greedy": 0.145, "score_vs_sf0": 0.025, "action_accuracy": 0.1643,
-         "kendall_tau_values": 0.1911, "mate_in_2_accuracy": 0.0},
+        "Action-value transformer (4 layers, width 64) trained in the zoo for 65 min on 2 CPU cores on a "
+        "110k-position mini-ChessBench; weak: see its card",
+        {"score_vs_random": 0.525, "score_vs_greedy": 0.05, "score_vs_sf0": 0.025, "action_accuracy": 0.1616,
+         "kendall_tau_values": 0.1908, "mate_in_2_accuracy": 0.0},
     ),
     _embedded(
         "chess-small-bc",
