@@ -171,3 +171,19 @@ def test_matches_are_adjudicated_like_the_official_tournament(tmp_path):
                             pgn_path=tmp_path / "b.pgn")
     assert "adjudicated: Stockfish" not in (tmp_path / "b.pgn").read_text()
     assert played_out.wins + played_out.draws + played_out.losses == 2 and played_out.adjudicated == 0
+
+
+def test_match_command_records_the_rule_it_played_under(tiny_av_dir, tmp_path):
+    import json
+
+    from zoo.cli import main
+
+    rules = {}
+    for label, flags in {"official": [], "explicit": ["--adjudication-time", "0.02"], "off": ["--no-adjudication"]}.items():
+        out = tmp_path / f"{label}.json"
+        assert main(["chess", "match", str(tiny_av_dir), "--opponent", "random", "--games", "2", "--max-plies", "8",
+                     "--json", str(out), *flags]) == 0
+        summary = json.loads(out.read_text())
+        assert summary["games"] == 2 and summary["max_plies"] == 8
+        rules[label] = summary["adjudication_time"]
+    assert rules == {"official": 0.01, "explicit": 0.02, "off": None}

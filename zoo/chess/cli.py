@@ -65,8 +65,10 @@ def cmd_match(args) -> None:
     from zoo.chess.make_data import default_book
 
     opponent = {"random": RandomMover, "greedy": MaterialGreedy}.get(args.opponent)
-    adjudication = args.adjudication_time if args.adjudication_time is not None else ADJUDICATION_TIME
-    adjudication = None if args.no_adjudication else adjudication
+    if args.no_adjudication:
+        adjudication = None
+    else:  # an explicit --adjudication-time 0 stays 0
+        adjudication = ADJUDICATION_TIME if args.adjudication_time is None else args.adjudication_time
     result = play_match(
         _engine(args), opponent(args.seed) if opponent else None, games=args.games, stockfish=args.stockfish, skill_level=args.skill, nodes=args.nodes, depth=args.depth,
         book=None if args.book == "none" else (args.book or default_book()), opening_plies=args.opening_plies,

@@ -44,7 +44,7 @@ def square_factored_action_embeddings(dim: int, generator: torch.Generator | Non
     terms = 3
     if square_positions is not None:
         from_vec, to_vec, terms = from_vec + square_positions, to_vec + square_positions, 5
-    rows = from_vec[from_idx] + to_vec[to_idx] + promo_vec[promo_idx]  # (1968, dim), each entry N(0, 3)
+    rows = from_vec[from_idx] + to_vec[to_idx] + promo_vec[promo_idx]  # (1968, dim), each entry of variance ~terms
     return rows / math.sqrt(terms * dim)  # x sqrt(dim) in the forward: unit scale, like the position table
 
 
