@@ -6,8 +6,7 @@
 #   recipes/chess/build_small.sh eval [av|bc|sv]   # static metrics on the test split, pychess mate-in-2/3 problems,
 #                                                 # 100-game matches vs random, 1-ply greedy, Stockfish Skill 0
 #                                                 # and 3 (1000 nodes), book openings, both colours: two chains;
-#                                                 # adjudicated as in the official tournament (chess-small-bc
-#                                                 # and -sv were measured before, with every game played out)
+#                                                 # adjudicated as in the official tournament
 #   recipes/chess/build_small.sh publish [av|bc|sv]  # card from the measurements (make_card.py) -> hub/chess-small-*,
 #                                                 # with an SVG of the model's move values in one position
 # Settings: DATA (default data/chess: make_data_small.sh's 1,400 games for av, its first 650 for bc and sv),

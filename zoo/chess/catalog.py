@@ -102,7 +102,7 @@ ENTRIES = [
         "chess-small-bc",
         "behavioral_cloning",
         (
-            FileSpec("README.md", "54c65c91cabac9287f82de9e3de91fb7bb39c3de87e6397ec194f2712772178b", 6265),
+            FileSpec("README.md", "72c2a9894067e70798b2587681f38a24f6e6836773ff0fec78314f0001b1c4ad", 6605),
             FileSpec("config.json", "c07dc2d899521c0793a3f909949ff38df7a22eb7aeb40a5c1aafff0dce8e562b", 473),
             FileSpec("example_board.svg", "1653dcf710c90859d00e0697d0918a81bb8bf42d19ddc8a1929f73570cbc5752", 35746),
             FileSpec("model.safetensors", "ecf1f67f6b49efd45592c24bcf17eba5c28c6fca664ca2331c87028ad75253e6", 2093560),
@@ -110,14 +110,14 @@ ENTRIES = [
         522_224,
         "Behavioural-cloning sibling of chess-small-av (same data and architecture, predicts Stockfish's best move), "
         "trained in the zoo on one CPU core; weak: see its card",
-        {"score_vs_random": 0.425, "score_vs_greedy": 0.09, "score_vs_sf0": 0.0, "action_accuracy": 0.1584,
+        {"score_vs_random": 0.53, "score_vs_greedy": 0.03, "score_vs_sf0": 0.01, "action_accuracy": 0.1584,
          "kendall_tau_values": 0.1278, "mate_in_2_accuracy": 0.0},
     ),
     _embedded(
         "chess-small-sv",
         "state_value",
         (
-            FileSpec("README.md", "6bd2bccb7dd1de2c9c17612c88df8b9dd9acaa5c90556e7d34be359c66faf072", 6288),
+            FileSpec("README.md", "6e75ecdbca530def56562625ef20285e0e3c9236b92f8f3330b7e8bba6fb61ec", 6628),
             FileSpec("config.json", "13cece4e7d81ae3455f82335e615ec4aa663cf1673f15f38f6b364569aedc63a", 466),
             FileSpec("example_board.svg", "e0063b98cb4b2fae80a22b933700d147f11d5718ff82202a8127ecc36eaf5dc2", 35828),
             FileSpec("model.safetensors", "ca993f07bc7430d5e21a2ce723afb7a30275439631f8089107a3232cd0895aaa", 1615152),
@@ -125,7 +125,7 @@ ENTRIES = [
         402_624,
         "State-value sibling of chess-small-av (same data and architecture, values each successor position), "
         "trained in the zoo on one CPU core; the strongest of the three small models, still weak: see its card",
-        {"score_vs_random": 0.585, "score_vs_greedy": 0.425, "score_vs_sf0": 0.025, "action_accuracy": 0.2488,
+        {"score_vs_random": 0.99, "score_vs_greedy": 0.44, "score_vs_sf0": 0.015, "action_accuracy": 0.2488,
          "kendall_tau_values": 0.101, "mate_in_2_accuracy": 0.006},
     ),
 ]
