@@ -49,3 +49,19 @@ def test_paper_hyperparameters():
     assert (r["blr"], r["weight_decay"], rdm["trainer"]["max_epochs"]) == (1e-6, 0.01, 200)
     assert rdm["trainer"]["devices"] * rdm["data"]["init_args"]["batch_size"] == 512
     assert args("imagenet256_rdm_vit_l_classcond.yaml")["model"]["init_args"]["rdm"]["n_classes"] == 1000
+
+
+def test_command_line_overrides_of_config_entries_are_read_as_values():
+    # `zoo train fmnist_vqgan.yaml --model.init_args.vqgan.n_embed=1024` hands the dict entry over as the text "1024"
+    from zoo.rcg import model as rcg_model
+    from zoo.rcg.module import VQGANModule
+
+    cfg = rcg_model.config_from_dict(rcg_model.VQGANConfig, {"n_embed": "64", "ch_mult": "[1, 2]", "beta": "1"}, "vqgan")
+    assert (cfg.n_embed, cfg.ch_mult, cfg.beta) == (64, [1, 2], 1.0) and isinstance(cfg.beta, float)
+    module = VQGANModule(vqgan={"ch": 32, "ch_mult": [1], "num_res_blocks": 1, "z_channels": 4, "n_embed": "16"})
+    assert module.vqgan.quantize.embedding.weight.shape[0] == 16
+    for bad, message in (({"n_embed": "lots"}, "vqgan.n_embed must be int, got 'lots'"),
+                         ({"n_embed": 2.5}, "vqgan.n_embed must be int, got 2.5"),
+                         ({"ch_mult": [1, "a"]}, r"vqgan.ch_mult must be list\[int\]")):
+        with pytest.raises(ValueError, match=message):
+            rcg_model.config_from_dict(rcg_model.VQGANConfig, bad, "vqgan")

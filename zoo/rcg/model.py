@@ -9,27 +9,45 @@ behaviour reproduced here, including its quirks.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, get_type_hints
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import yaml
 from timm.models.vision_transformer import Attention, Block, VisionTransformer
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
+def _config_value(what: str, key: str, value: Any, kind: Any) -> Any:
+    """``value`` as the field's type. A command-line override of one entry (``--model.init_args.vqgan.n_embed=1024``)
+    arrives as text, so text is read as YAML first; anything that is still not of the field's type is an error."""
+    if isinstance(value, str):
+        value = yaml.safe_load(value)
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    expected = {int: int, float: float, bool: bool}.get(kind, list if str(kind).startswith("list") else None)
+    fits = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
+    if expected is list and fits:
+        fits = all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    if expected is not None and not fits:
+        raise ValueError(f"{what}.{key} must be {kind.__name__ if isinstance(kind, type) else kind}, got {value!r}")
+    return value
+
+
 def config_from_dict(cls, values: dict[str, Any] | None, what: str):
-    """Build dataclass ``cls`` from a plain dict, naming unknown keys (a typo in a recipe must not pass silently)."""
+    """Build dataclass ``cls`` from a plain dict, naming unknown keys (a typo in a recipe must not pass silently)
+    and values of the wrong type."""
     values = dict(values or {})
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(values) - known)
+    hints = get_type_hints(cls)
+    unknown = sorted(set(values) - set(hints))
     if unknown:
-        raise ValueError(f"{what}: unknown config keys {unknown}; known keys are {sorted(known)}")
-    return cls(**values)
+        raise ValueError(f"{what}: unknown config keys {unknown}; known keys are {sorted(hints)}")
+    return cls(**{key: _config_value(what, key, value, hints[key]) for key, value in values.items()})
 
 
 # =====================================================================================================================
