@@ -10,6 +10,7 @@ from zoo.chess.tokenizer import (
     action_index,
     bucket_values,
     mate_win_probability,
+    square_token_index,
     to_bucket,
     tokenize,
     win_probability,
@@ -76,3 +77,14 @@ def test_win_probabilities_and_buckets_match_official():
     assert to_bucket(np.array([0.0, 0.5, 0.5 + 1e-12, 1.0])).tolist() == [0, 63, 64, 127]
     with pytest.raises(ValueError):
         to_bucket(1.5)
+
+
+def test_square_token_index_finds_every_square_of_the_board():
+    import chess
+
+    fen = "r3k2r/pp3ppp/2n5/3pP3/8/5N2/PPP2PPP/R3K2R w KQkq d6 0 12"
+    tokens, board = tokenize(fen), chess.Board(fen)
+    for square in chess.SQUARES:
+        piece = board.piece_at(square)
+        assert VOCAB[tokens[square_token_index(square)]] == (piece.symbol() if piece else "."), chess.square_name(square)
+    assert sorted(square_token_index(np.arange(64)).tolist()) == list(range(1, 65))  # arrays too: the board's 64 slots

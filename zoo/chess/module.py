@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from zoo.chess.model import ChessTransformer, ChessTransformerConfig
-from zoo.chess.tokenizer import ACTIONS
+from zoo.chess.tokenizer import ACTIONS, square_token_index
 from zoo.module import ZooModule
 from zoo.schedules import warmup_cosine
 
@@ -102,8 +102,7 @@ class ChessTransformerModule(ZooModule):
         self.model = ChessTransformer(self.cfg)
         if action_embedding_init != "official" and not self.model.position_embedding.is_meta:
             with torch.no_grad():
-                squares = torch.arange(64)
-                board_inputs = 2 + (7 - squares // 8) * 8 + squares % 8  # BOS + side token, then a8..h1
+                board_inputs = 1 + square_token_index(torch.arange(64))  # +1: the BOS shift of the inputs
                 positions = self.model.position_embedding[board_inputs] if action_embedding_init == "board" else None
                 self.model.token_embedding.weight.copy_(square_factored_action_embeddings(embedding_dim, None, positions))
 

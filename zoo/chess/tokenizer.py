@@ -20,6 +20,7 @@ __all__ = [
     "ACTIONS",
     "ACTION_TO_INDEX",
     "tokenize",
+    "square_token_index",
     "action_index",
     "win_probability",
     "mate_win_probability",
@@ -102,6 +103,12 @@ def tokenize(fen: str) -> np.ndarray:
     tokens += _counter(fen, halfmove, "halfmove clock")
     tokens += _counter(fen, fullmove, "fullmove number")
     return np.asarray(tokens, dtype=np.uint8)  # (77,)
+
+
+def square_token_index(square):
+    """Where a square's token sits in ``tokenize(fen)`` (a1 = 0 ... h8 = 63; ints or integer arrays/tensors):
+    after the side to move, the board runs a8..h1."""
+    return 1 + (7 - square // 8) * 8 + square % 8
 
 
 # ----------------------------------------------------------------------------- action table
