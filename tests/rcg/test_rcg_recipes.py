@@ -56,8 +56,8 @@ def test_command_line_overrides_of_config_entries_are_read_as_values():
     from zoo.rcg import model as rcg_model
     from zoo.rcg.module import VQGANModule
 
-    cfg = rcg_model.config_from_dict(rcg_model.VQGANConfig, {"n_embed": "64", "ch_mult": "[1, 2]", "beta": "1"}, "vqgan")
-    assert (cfg.n_embed, cfg.ch_mult, cfg.beta) == (64, [1, 2], 1.0) and isinstance(cfg.beta, float)
+    cfg = rcg_model.config_from_dict(rcg_model.VQGANConfig, {"n_embed": "64", "ch_mult": "[1, 2]", "beta": "1e-1"}, "vqgan")
+    assert (cfg.n_embed, cfg.ch_mult, cfg.beta) == (64, [1, 2], 0.1)
     module = VQGANModule(vqgan={"ch": 32, "ch_mult": [1], "num_res_blocks": 1, "z_channels": 4, "n_embed": "16"})
     assert module.vqgan.quantize.embedding.weight.shape[0] == 16
     for bad, message in (({"n_embed": "lots"}, "vqgan.n_embed must be int, got 'lots'"),

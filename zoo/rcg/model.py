@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, get_type_hints
+from typing import Any, get_args, get_origin, get_type_hints
 
 import torch
 import torch.nn as nn
@@ -23,20 +23,26 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
+def _fits(value: Any, kind: Any) -> bool:
+    if get_origin(kind) is list:
+        return isinstance(value, list) and all(_fits(v, get_args(kind)[0]) for v in value)
+    if kind in (int, float):  # bool is an int to Python, never to a config
+        return isinstance(value, int if kind is int else (int, float)) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
 def _config_value(what: str, key: str, value: Any, kind: Any) -> Any:
     """``value`` as the field's type. A command-line override of one entry (``--model.init_args.vqgan.n_embed=1024``)
-    arrives as text, so text is read as YAML first; anything that is still not of the field's type is an error."""
-    if isinstance(value, str):
-        value = yaml.safe_load(value)
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    expected = {int: int, float: float, bool: bool}.get(kind, list if str(kind).startswith("list") else None)
-    fits = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
-    if expected is list and fits:
-        fits = all(isinstance(v, int) and not isinstance(v, bool) for v in value)
-    if expected is not None and not fits:
-        raise ValueError(f"{what}.{key} must be {kind.__name__ if isinstance(kind, type) else kind}, got {value!r}")
-    return value
+    arrives as text, so text is read as a number or YAML first; anything still not of the field's type is an error."""
+    if isinstance(value, str) and kind is not str:
+        try:
+            value = float(value) if kind is float else yaml.safe_load(value)  # float(): YAML reads "1e-4" as text
+        except (ValueError, yaml.YAMLError):
+            pass  # reported below, as the text it was
+    if not _fits(value, kind):
+        raise ValueError(f"{what}.{key} must be {kind.__name__ if isinstance(kind, type) else kind}, "
+                         f"got {value!r}")
+    return float(value) if kind is float else value
 
 
 def config_from_dict(cls, values: dict[str, Any] | None, what: str):
