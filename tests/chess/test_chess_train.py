@@ -10,7 +10,7 @@ from zoo.chess.bag import BagReader, decode_record
 from zoo.chess.data import ChessBagDataset, ChessDataModule, find_bag, mirror_record, record_to_sequence
 from zoo.chess.model import CONFIGS
 from zoo.chess.module import ChessTransformerModule, square_factored_action_embeddings
-from zoo.chess.tokenizer import ACTION_TO_INDEX, tokenize
+from zoo.chess.tokenizer import ACTION_TO_INDEX, VOCAB, square_token_index, tokenize
 
 
 def _trainer(**kwargs):
@@ -60,6 +60,49 @@ def test_board_action_embeddings_carry_the_position_rows_of_their_squares():
              - modules["squares"].model.token_embedding.weight * 96**0.5)
     # e2's board token is input 2 + 6 * 8 + 4 (BOS, side to move, then a8..h1), e4's 2 + 4 * 8 + 4
     torch.testing.assert_close(added[e2e4], rows[54] + rows[38])
+
+
+def test_move_square_lookup_starts_the_move_token_reading_its_from_and_to_pieces():
+    import chess
+
+    fen = "r3k2r/pp3ppp/2n5/3pP1n1/8/5N2/PPP2PPP/R3K2R w KQkq d6 0 12"
+    board = chess.Board(fen)
+    moves = [m for m in board.legal_moves if m.from_square not in (chess.A1, chess.B1)]  # rows shared with FEN chars
+    sequences = torch.tensor(np.stack([record_to_sequence("action_value", (fen, m.uci(), 0.5))[0] for m in moves])).long()
+    torch.manual_seed(0)
+    module = ChessTransformerModule(num_layers=2, embedding_dim=64, num_heads=4, action_embedding_init="board",
+                                    move_square_lookup=True)
+    torch.manual_seed(0)
+    plain = ChessTransformerModule(num_layers=2, embedding_dim=64, num_heads=4, action_embedding_init="board")
+    model, D = module.model, 64
+    with torch.no_grad():
+        inputs = torch.nn.functional.pad(sequences[:, :-1], (1, 0))  # the BOS shift
+        h = model.token_embedding(inputs) * D**0.5 + model.position_embedding[:79]  # (B, T, D)
+        x = model.blocks[0].ln_attn(h)
+        q, k = (proj(x).view(len(moves), 79, 4, 16).transpose(1, 2) for proj in (model.blocks[0].attn.q, model.blocks[0].attn.k))
+        weights = torch.softmax(q @ k.transpose(-1, -2) / 4, -1)[:, :, -1]  # (B, H, T): from the move token
+        update = model.blocks[0].attn(x)[:, -1]  # (B, D): what the first attention adds to the move token
+    from_input = torch.tensor([1 + square_token_index(m.from_square) for m in moves])  # +1: the BOS shift
+    to_input = torch.tensor([1 + square_token_index(m.to_square) for m in moves])
+    assert weights[:, 0].argmax(-1).tolist() == from_input.tolist() and weights[:, 1].argmax(-1).tolist() == to_input.tolist()
+    rows = torch.arange(len(moves))
+    assert weights[rows, 0, from_input].min() > 0.25 and weights[rows, 1, to_input].min() > 0.25  # vs 1/79 uniform
+    # the pieces found are copied: the nearest piece code to what lands in each channel group names the piece
+    characters = "pnbrqkPNBRQK."
+    codes = model.token_embedding.weight[[VOCAB.index(c) for c in characters], D - 26:D - 18]  # (13, 8)
+    def decoded(channels):
+        return [characters[i] for i in (update[:, channels] @ codes.T).argmax(-1).tolist()]
+    on = lambda square: board.piece_at(square).symbol() if board.piece_at(square) else "."
+    assert decoded(slice(D - 34, D - 26)) == [on(m.to_square) for m in moves]
+    moving = [got == on(m.from_square) for got, m in zip(decoded(slice(D - 42, D - 34)), moves)]
+    assert sum(moving) >= 0.75 * len(moves)  # a soft look-up: here the king's moves blur with the rook on a1
+    assert decoded(slice(D - 34, D - 26)).count("n") == 1  # Nxg5
+    # only the start differs: the other heads and layers are the same draws
+    torch.testing.assert_close(model.blocks[0].attn.q.weight[32:], plain.model.blocks[0].attn.q.weight[32:])
+    torch.testing.assert_close(model.blocks[1].state_dict(), plain.model.blocks[1].state_dict())
+    for bad in (dict(embedding_dim=32, num_heads=4), dict(embedding_dim=64, num_heads=4, policy="state_value")):
+        with pytest.raises(ValueError, match="move-square look-up"):
+            ChessTransformerModule(num_layers=1, move_square_lookup=True, **bad)
 
 
 @pytest.mark.parametrize("policy", ["action_value", "state_value", "behavioral_cloning"])

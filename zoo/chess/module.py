@@ -9,11 +9,11 @@ import torch
 import torch.nn.functional as F
 
 from zoo.chess.model import ChessTransformer, ChessTransformerConfig
-from zoo.chess.tokenizer import ACTIONS, square_token_index
+from zoo.chess.tokenizer import ACTIONS, VOCAB, square_token_index
 from zoo.module import ZooModule
 from zoo.schedules import warmup_cosine
 
-__all__ = ["ChessTransformerModule", "hl_gauss_targets", "square_factored_action_embeddings"]
+__all__ = ["ChessTransformerModule", "hl_gauss_targets", "square_factored_action_embeddings", "init_move_square_lookup"]
 
 ACTION_EMBEDDING_INITS = ("official", "squares", "board")
 
@@ -48,6 +48,62 @@ def square_factored_action_embeddings(dim: int, generator: torch.Generator | Non
     return rows / math.sqrt(terms * dim)  # x sqrt(dim) in the forward: unit scale, like the position table
 
 
+def _signs(bits: list[int]) -> torch.Tensor:
+    return torch.tensor([1.0 if bit else -1.0 for bit in bits])
+
+
+def _square_code(square: int) -> torch.Tensor:
+    """(6,) +-1: the bits of the square's rank, then of its file. Two codes' dot product is 6 for the same square
+    and drops by 2 per differing bit."""
+    return _signs([(v >> bit) & 1 for v in (square // 8, square % 8) for bit in range(3)])
+
+
+@torch.no_grad()
+def init_move_square_lookup(model: ChessTransformer, sharpness: float = 8.0) -> None:
+    """Start an action-value network with the move token reading the pieces on its from- and to-square.
+
+    Trained from the usual start on little data, the move token never learns to look at its to-square (its
+    attention there stays below uniform), so the model cannot tell what a move captures and values a queen
+    capture like a pawn capture. Here the last 42 residual channels start out as a look-up table:
+      * the position rows of the 64 board tokens carry their square's code (``_square_code``, 6 channels);
+      * each move row carries its from- and to-square codes (6 + 6); rows shared with the FEN characters carry
+        none, so board tokens hold no move code (the 31 moves from a1 and b1 start without the look-up);
+      * the 13 board characters carry a +-1 piece code (8 channels) that nothing else writes to;
+      * in the first layer, head 0 (1) queries with the from- (to-) code against the board codes, so each
+        starts with about 70% of its attention on its square, and copies the piece code it finds into 8
+        channels of its own (the moving piece, the captured piece).
+    Only the start changes: every weight trains freely and checkpoints keep the official architecture.
+    """
+    D, H = model.cfg.embedding_dim, model.cfg.num_heads
+    head_dim = D // H
+    if model.cfg.policy != "action_value" or D < 64 or H < 2 or head_dim < 8:
+        raise ValueError("the move-square look-up is for action-value networks with embedding_dim >= 64 and at least "
+                         f"2 heads of >= 8 channels; got {model.cfg.policy}, {H} heads x {head_dim}")
+    moving, captured, piece, board, from_code, to_code = (slice(D - n, D - n + w) for n, w in
+                                                          ((42, 8), (34, 8), (26, 8), (18, 6), (12, 6), (6, 6)))
+    positions, table = model.position_embedding, model.token_embedding.weight
+    positions[:, D - 42:] = 0
+    table[:, D - 42:] = 0
+    positions[1 + square_token_index(torch.arange(64)), board] = torch.stack([_square_code(s) for s in range(64)])  # +1: BOS
+    moves = slice(len(VOCAB), None)  # table rows x sqrt(D) in the forward: codes of unit size
+    table[moves, from_code] = torch.stack([_square_code(chess.parse_square(a[:2])) for a in ACTIONS[moves]]) / math.sqrt(D)
+    table[moves, to_code] = torch.stack([_square_code(chess.parse_square(a[2:4])) for a in ACTIONS[moves]]) / math.sqrt(D)
+    piece_bits = torch.randint(0, 2, (13, 8), generator=torch.Generator().manual_seed(0)).tolist()
+    for character, bits in zip("pnbrqkPNBRQK.", piece_bits):
+        table[VOCAB.index(character), piece] = _signs(bits) * 3 / math.sqrt(D)  # stands out of the unit-size rest
+    attention = model.blocks[0].attn
+    for head, query, destination in ((0, from_code, moving), (1, to_code, captured)):
+        rows = slice(head * head_dim, (head + 1) * head_dim)
+        for weight in (attention.q.weight, attention.k.weight, attention.v.weight):
+            weight[rows] = 0
+        attention.o.weight[:, rows] = 0
+        first = head * head_dim
+        attention.q.weight[first:first + 6, query] = sharpness * torch.eye(6)
+        attention.k.weight[first:first + 6, board] = torch.eye(6)
+        attention.v.weight[first:first + 8, piece] = torch.eye(8)
+        attention.o.weight[destination, first:first + 8] = torch.eye(8)
+
+
 class ChessTransformerModule(ZooModule):
     """Action-value, state-value or behavioural-cloning predictor from "Amortized Planning with Large-Scale
     Transformers: A Case Study on Chess". Batches are dicts with ``sequences`` ``(B, T)`` int64 (targets
@@ -60,6 +116,10 @@ class ChessTransformerModule(ZooModule):
     instead of the official truncated normal (std 0.02): small-data runs learn move values much sooner.
     ``"board"`` adds the position rows of the move's board squares to those vectors (validation loss 3.83 vs
     4.21 after 1,000 small-data steps).
+
+    ``move_square_lookup=True`` (action values only) starts the first layer reading the pieces on the move's from-
+    and to-square (``init_move_square_lookup``): after 2,000 one-process steps on the 650-game data the model plays
+    the winning capture in 17 of 99 test positions that have one, against 1-6 for every other start tried.
     """
 
     model_type = "chess-transformer"
@@ -79,6 +139,7 @@ class ChessTransformerModule(ZooModule):
         lr_schedule: str = "constant",
         warmup_steps: int = 0,
         action_embedding_init: str = "official",
+        move_square_lookup: bool = False,
     ):
         super().__init__()
         self.save_hyperparameters()
@@ -105,6 +166,8 @@ class ChessTransformerModule(ZooModule):
                 board_inputs = 1 + square_token_index(torch.arange(64))  # +1: the BOS shift of the inputs
                 positions = self.model.position_embedding[board_inputs] if action_embedding_init == "board" else None
                 self.model.token_embedding.weight.copy_(square_factored_action_embeddings(embedding_dim, None, positions))
+        if move_square_lookup and not self.model.position_embedding.is_meta:
+            init_move_square_lookup(self.model)
 
     @property
     def policy(self) -> str:
