@@ -9,7 +9,7 @@ import zoo
 from zoo.chess.bag import BagReader, decode_record
 from zoo.chess.data import ChessBagDataset, ChessDataModule, find_bag, mirror_record, record_to_sequence
 from zoo.chess.model import CONFIGS
-from zoo.chess.module import ChessTransformerModule, square_factored_action_embeddings
+from zoo.chess.module import BOARD_CHARACTERS, ChessTransformerModule, move_lookup_channels, square_factored_action_embeddings
 from zoo.chess.tokenizer import ACTION_TO_INDEX, VOCAB, square_token_index, tokenize
 
 
@@ -88,15 +88,15 @@ def test_move_square_lookup_starts_the_move_token_reading_its_from_and_to_pieces
     rows = torch.arange(len(moves))
     assert weights[rows, 0, from_input].min() > 0.25 and weights[rows, 1, to_input].min() > 0.25  # vs 1/79 uniform
     # the pieces found are copied: the nearest piece code to what lands in each channel group names the piece
-    characters = "pnbrqkPNBRQK."
-    codes = model.token_embedding.weight[[VOCAB.index(c) for c in characters], D - 26:D - 18]  # (13, 8)
-    def decoded(channels):
-        return [characters[i] for i in (update[:, channels] @ codes.T).argmax(-1).tolist()]
+    channels = move_lookup_channels(D)
+    codes = model.token_embedding.weight[[VOCAB.index(c) for c in BOARD_CHARACTERS], channels["piece"]]  # (13, 8)
+    def decoded(group):
+        return [BOARD_CHARACTERS[i] for i in (update[:, channels[group]] @ codes.T).argmax(-1).tolist()]
     on = lambda square: board.piece_at(square).symbol() if board.piece_at(square) else "."
-    assert decoded(slice(D - 34, D - 26)) == [on(m.to_square) for m in moves]
-    moving = [got == on(m.from_square) for got, m in zip(decoded(slice(D - 42, D - 34)), moves)]
+    assert decoded("captured") == [on(m.to_square) for m in moves]
+    moving = [got == on(m.from_square) for got, m in zip(decoded("moving"), moves)]
     assert sum(moving) >= 0.75 * len(moves)  # a soft look-up: here the king's moves blur with the rook on a1
-    assert decoded(slice(D - 34, D - 26)).count("n") == 1  # Nxg5
+    assert decoded("captured").count("n") == 1  # Nxg5
     # only the start differs: the other heads and layers are the same draws
     torch.testing.assert_close(model.blocks[0].attn.q.weight[32:], plain.model.blocks[0].attn.q.weight[32:])
     torch.testing.assert_close(model.blocks[1].state_dict(), plain.model.blocks[1].state_dict())

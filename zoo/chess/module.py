@@ -48,6 +48,16 @@ def square_factored_action_embeddings(dim: int, generator: torch.Generator | Non
     return rows / math.sqrt(terms * dim)  # x sqrt(dim) in the forward: unit scale, like the position table
 
 
+BOARD_CHARACTERS = "pnbrqkPNBRQK."  # the FEN characters a board square's token can hold
+# init_move_square_lookup's channels, counted from the end of the residual stream: (first, width)
+MOVE_LOOKUP_CHANNELS = {"moving": (42, 8), "captured": (34, 8), "piece": (26, 8), "board": (18, 6), "from": (12, 6), "to": (6, 6)}
+
+
+def move_lookup_channels(dim: int) -> dict[str, slice]:
+    """The slices of a ``dim``-wide residual stream that ``init_move_square_lookup`` sets up."""
+    return {name: slice(dim - first, dim - first + width) for name, (first, width) in MOVE_LOOKUP_CHANNELS.items()}
+
+
 def _signs(bits: list[int]) -> torch.Tensor:
     return torch.tensor([1.0 if bit else -1.0 for bit in bits])
 
@@ -79,8 +89,7 @@ def init_move_square_lookup(model: ChessTransformer, sharpness: float = 8.0) -> 
     if model.cfg.policy != "action_value" or D < 64 or H < 2 or head_dim < 8:
         raise ValueError("the move-square look-up is for action-value networks with embedding_dim >= 64 and at least "
                          f"2 heads of >= 8 channels; got {model.cfg.policy}, {H} heads x {head_dim}")
-    moving, captured, piece, board, from_code, to_code = (slice(D - n, D - n + w) for n, w in
-                                                          ((42, 8), (34, 8), (26, 8), (18, 6), (12, 6), (6, 6)))
+    moving, captured, piece, board, from_code, to_code = move_lookup_channels(D).values()
     positions, table = model.position_embedding, model.token_embedding.weight
     positions[:, D - 42:] = 0
     table[:, D - 42:] = 0
@@ -89,7 +98,7 @@ def init_move_square_lookup(model: ChessTransformer, sharpness: float = 8.0) -> 
     table[moves, from_code] = torch.stack([_square_code(chess.parse_square(a[:2])) for a in ACTIONS[moves]]) / math.sqrt(D)
     table[moves, to_code] = torch.stack([_square_code(chess.parse_square(a[2:4])) for a in ACTIONS[moves]]) / math.sqrt(D)
     piece_bits = torch.randint(0, 2, (13, 8), generator=torch.Generator().manual_seed(0)).tolist()
-    for character, bits in zip("pnbrqkPNBRQK.", piece_bits):
+    for character, bits in zip(BOARD_CHARACTERS, piece_bits):
         table[VOCAB.index(character), piece] = _signs(bits) * 3 / math.sqrt(D)  # stands out of the unit-size rest
     attention = model.blocks[0].attn
     for head, query, destination in ((0, from_code, moving), (1, to_code, captured)):
