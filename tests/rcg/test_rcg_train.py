@@ -182,3 +182,48 @@ def test_unconditional_mage_baseline_trains_and_samples(converted, image_folder)
     assert all(torch.equal(v, model.vqgan.state_dict()[k]) for k, v in tokenizer.items())
     images = model.sample(3, steps=3, seed=0, batch_size=2)
     assert images.shape == (3, 3, 32, 32) and torch.equal(images, model.sample(3, steps=3, seed=0, batch_size=2))
+
+
+def test_adversarial_loss_gives_each_part_only_its_own_gradient():
+    from zoo.rcg.module import VQGANModule
+
+    torch.manual_seed(0)
+    model = VQGANModule(vqgan=TINY_VQGAN, adversarial_weight=0.5, discriminator_channels=8, discriminator_layers=2)
+    images = torch.rand(4, 3, 16, 16)
+    loss = model._step(images, "train")
+    loss.backward()
+    got = {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    # the same batch by hand: discriminator <- hinge loss only; tokenizer <- rec + vq + weight * (-D(recon))
+    model.zero_grad()
+    recon, vq_loss, _ = model.vqgan(images)
+    critic = 0.5 * (torch.relu(1 - model.discriminator(images)).mean()
+                    + torch.relu(1 + model.discriminator(recon.detach())).mean())
+    critic.backward()
+    for name, p in model.discriminator.named_parameters():
+        torch.testing.assert_close(got[f"discriminator.{name}"], p.grad)
+    model.zero_grad()
+    recon, vq_loss, _ = model.vqgan(images)
+    rec = torch.nn.functional.l1_loss(recon, images) + torch.nn.functional.mse_loss(recon, images)
+    generator = -model.discriminator(recon).mean()
+    last = model.vqgan.decoder.conv_out.weight
+    norms = [torch.autograd.grad(x, last, retain_graph=True)[0].norm() for x in (rec, generator)]
+    (rec + vq_loss + 0.5 * (norms[0] / (norms[1] + 1e-4)) * generator).backward()
+    for name, p in model.vqgan.named_parameters():
+        torch.testing.assert_close(got[f"vqgan.{name}"], p.grad, rtol=1e-4, atol=1e-6)
+
+
+def test_vqgan_trains_with_the_discriminator_from_its_start_step(image_folder):
+    from zoo.rcg.module import VQGANModule
+
+    for start, discriminator_trains in ((2, False), (0, True)):
+        L.seed_everything(0)
+        model = VQGANModule(vqgan=TINY_VQGAN, adversarial_weight=0.1, adversarial_start=start,
+                            discriminator_channels=8, discriminator_layers=2)
+        before = snapshot(model)
+        trainer = fit(model, data_for(image_folder, "vqgan"), steps=2)
+        assert bool(changed(before, model, "discriminator.")) == discriminator_trains
+        assert changed(before, model, "vqgan.decoder.")
+        assert trainer.global_step == 2  # one optimizer: a batch is one step
+    with pytest.raises(ValueError, match="adversarial_weight and adversarial_start must be >= 0"):
+        VQGANModule(vqgan=TINY_VQGAN, adversarial_weight=-1.0)

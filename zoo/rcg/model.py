@@ -585,6 +585,29 @@ class VQGAN(nn.Module):
         return self.reconstruct_latents(self.encoder(images))
 
 
+class PatchDiscriminator(nn.Module):
+    """PatchGAN critic for the tokenizer's adversarial loss (training only): one real/fake logit per overlapping
+    image patch. GroupNorm rather than the usual BatchNorm, so real and reconstructed batches can pass separately
+    without sharing batch statistics."""
+
+    def __init__(self, in_channels: int = 3, channels: int = 64, num_layers: int = 3):
+        super().__init__()
+        layers: list[nn.Module] = [nn.Conv2d(in_channels, channels, 4, stride=2, padding=1), nn.LeakyReLU(0.2)]
+        width = channels
+        for layer in range(1, num_layers + 1):
+            out = channels * min(2**layer, 8)
+            stride = 2 if layer < num_layers else 1
+            layers += [nn.Conv2d(width, out, 4, stride=stride, padding=1, bias=False),
+                       nn.GroupNorm(min(32, out // 4), out), nn.LeakyReLU(0.2)]
+            width = out
+        layers.append(nn.Conv2d(width, 1, 4, stride=1, padding=1))
+        self.layers = nn.Sequential(*layers)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """[0, 1] images (B, C, H, W) -> patch logits (B, 1, h, w); 28 px and 2 layers give 5 x 5 patches."""
+        return self.layers(images)
+
+
 # =====================================================================================================================
 # MAGE pixel generator
 # =====================================================================================================================

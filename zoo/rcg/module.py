@@ -27,6 +27,7 @@ from zoo.rcg.model import (
     EncoderConfig,
     MAGEConfig,
     MocoViT,
+    PatchDiscriminator,
     RDMConfig,
     VQGANConfig,
     build_mlp,
@@ -224,6 +225,13 @@ class MocoV3Module(_RCGStage):
 class VQGANModule(_RCGStage):
     """MaskGIT-style VQGAN trained with reconstruction (L1 + MSE) and codebook/commitment losses.
 
+    ``adversarial_weight`` > 0 adds the VQGAN adversarial loss from step ``adversarial_start`` on: a
+    :class:`~zoo.rcg.model.PatchDiscriminator` (saved as ``discriminator.*``) trained with the hinge loss, and a
+    generator term ``-D(reconstruction)`` scaled by ``adversarial_weight`` times the adaptive weight
+    ||grad rec|| / ||grad adv|| at the decoder's last layer (clamped to 1e4). Both are one loss with one
+    optimizer: the generator term sees the discriminator's weights detached and the discriminator sees the
+    reconstruction detached, so each part gets only its own gradient and ``global_step`` counts batches.
+
     ``restart_dead_codes_every`` > 0 (a training-only option; the official tokenizer trains without it): every
     that many steps, each code that no token chose since the last restart is moved onto a random encoder output
     of the current batch, and the first step initialises the whole codebook that way. Without it a small
@@ -234,10 +242,16 @@ class VQGANModule(_RCGStage):
 
     def __init__(self, vqgan: dict | None = None, lr: float = 1e-4, betas: tuple[float, float] | list[float] = (0.5, 0.9),
                  weight_decay: float = 0.0, warmup_epochs: float = 0.0, codebook_weight: float = 1.0,
-                 restart_dead_codes_every: int = 0):
+                 restart_dead_codes_every: int = 0, adversarial_weight: float = 0.0, adversarial_start: int = 0,
+                 discriminator_channels: int = 64, discriminator_layers: int = 3):
         super().__init__()
         self.save_hyperparameters()
         self.vqgan = VQGAN(config_from_dict(VQGANConfig, vqgan, "vqgan"))
+        if adversarial_weight < 0 or adversarial_start < 0:
+            raise ValueError(f"adversarial_weight and adversarial_start must be >= 0 (0 turns the adversarial loss "
+                             f"off); got {adversarial_weight} and {adversarial_start}")
+        self.discriminator = (PatchDiscriminator(self.vqgan.config.out_ch, discriminator_channels, discriminator_layers)
+                              if adversarial_weight > 0 else None)
         # hits per code since the last restart; not saved (a resumed run starts counting afresh)
         self.register_buffer("code_hits", torch.zeros(self.vqgan.config.n_embed), persistent=False)
 
@@ -279,9 +293,25 @@ class VQGANModule(_RCGStage):
         rec_loss = F.l1_loss(recon, images) + F.mse_loss(recon, images)
         loss = rec_loss + self.hparams.codebook_weight * vq_loss
         used = codes.unique().numel() / self.vqgan.config.n_embed
-        self.log_dict({f"{stage}/loss": loss, f"{stage}/rec": rec_loss, f"{stage}/vq": vq_loss,
-                       f"{stage}/codebook_usage": used}, prog_bar=stage == "train")
+        logs = {f"{stage}/rec": rec_loss, f"{stage}/vq": vq_loss, f"{stage}/codebook_usage": used}
+        if stage == "train" and self.discriminator is not None and self.global_step >= self.hparams.adversarial_start:
+            generator_loss, critic_loss, weight = self._adversarial_losses(images, recon, rec_loss)
+            loss = loss + weight * generator_loss + critic_loss
+            logs.update({"train/generator": generator_loss, "train/critic": critic_loss, "train/adaptive_weight": weight})
+        self.log_dict({f"{stage}/loss": loss, **logs}, prog_bar=stage == "train")
         return loss
+
+    def _adversarial_losses(self, images, recon, rec_loss):
+        """(generator loss, discriminator hinge loss, generator weight) for one batch."""
+        frozen = {name: p.detach() for name, p in self.discriminator.named_parameters()}
+        generator_loss = -torch.func.functional_call(self.discriminator, frozen, (recon,)).mean()
+        last = self.vqgan.decoder.conv_out.weight
+        rec_grad = torch.autograd.grad(rec_loss, last, retain_graph=True)[0]
+        generator_grad = torch.autograd.grad(generator_loss, last, retain_graph=True)[0]
+        adaptive = (rec_grad.norm() / (generator_grad.norm() + 1e-4)).clamp(max=1e4).detach()
+        real, fake = self.discriminator(images), self.discriminator(recon.detach())
+        critic_loss = 0.5 * (F.relu(1.0 - real).mean() + F.relu(1.0 + fake).mean())
+        return generator_loss, critic_loss, self.hparams.adversarial_weight * adaptive
 
     def training_step(self, batch, batch_idx):
         return self._step(batch, "train")
