@@ -2,7 +2,7 @@
 # chess-small-{av,bc,sv} (issue 9): train, evaluate and publish the small chess models on the mini-ChessBench of
 # make_data_small.sh. Run from any folder; every step resumes where it stopped.
 #   recipes/chess/build_small.sh train [av|bc|sv] # av: small_cpu.yaml, 11,000 steps, two DDP processes
-#                                                 # (65 min on 2 cores); bc, sv: small_cpu_{bc,sv}.yaml, one core
+#                                                 # (65-100 min on 2 cores); bc, sv: small_cpu_{bc,sv}.yaml, one core
 #   recipes/chess/build_small.sh eval [av|bc|sv]   # static metrics on the test split, pychess mate-in-2/3 problems,
 #                                                 # 100-game matches vs random, 1-ply greedy, Stockfish Skill 0
 #                                                 # and 3 (1000 nodes), book openings, both colours: two chains;

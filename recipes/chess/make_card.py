@@ -108,6 +108,9 @@ def build_card(run: Path, data: Path, name: str, train_minutes: float) -> dict:
     elif model.get("action_embedding_init") == "board":
         targets += (", the token table started from shared from-/to-square vectors that include the position rows "
                     "of those squares' board tokens")
+    if model.get("move_square_lookup"):
+        targets += (", the first layer's heads 0 and 1 started as look-ups that copy the pieces on each move's "
+                    "from- and to-square into the move token (move_square_lookup)")
     if datamodule.get("mirror_augment"):
         targets += ", half the training samples mirrored (colours swapped, board flipped)"
     processes = f"{devices} CPU processes (DDP)" if devices != 1 else "one CPU process"

@@ -92,6 +92,7 @@ def test_make_card_reports_every_measurement_and_each_aim(tmp_path):
     assert "Stockfish 15.1 at full strength (0.01 s) declares a win" in card["training"]
     assert "11,000 steps of 256 sequences (2.0 epochs of the 1,391,142 action values)" in card["training"]
     assert "position rows" in card["training"] and "half the training samples mirrored" in card["training"]
+    assert "copy the pieces on each move's from- and to-square into the move token" in card["training"]
     assert "Meets the aim to beat the random mover (score 0.950, Elo difference +382 ± 62)" in card["limitations"]
     assert "Misses the aim to beat the material-greedy player (score 0.145" in card["limitations"]
     assert "Meets the aim to solve half the mate-in-2 problems (50.0%)" in card["limitations"]
