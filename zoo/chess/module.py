@@ -51,6 +51,7 @@ def square_factored_action_embeddings(dim: int, generator: torch.Generator | Non
 BOARD_CHARACTERS = "pnbrqkPNBRQK."  # the FEN characters a board square's token can hold
 # init_move_square_lookup's channels, counted from the end of the residual stream: (first, width)
 MOVE_LOOKUP_CHANNELS = {"moving": (42, 8), "captured": (34, 8), "piece": (26, 8), "board": (18, 6), "from": (12, 6), "to": (6, 6)}
+MOVE_LOOKUP_RESERVED = max(first for first, _ in MOVE_LOOKUP_CHANNELS.values())  # the last 42 channels
 
 
 def move_lookup_channels(dim: int) -> dict[str, slice]:
@@ -91,8 +92,8 @@ def init_move_square_lookup(model: ChessTransformer, sharpness: float = 8.0) -> 
                          f"2 heads of >= 8 channels; got {model.cfg.policy}, {H} heads x {head_dim}")
     moving, captured, piece, board, from_code, to_code = move_lookup_channels(D).values()
     positions, table = model.position_embedding, model.token_embedding.weight
-    positions[:, D - 42:] = 0
-    table[:, D - 42:] = 0
+    positions[:, D - MOVE_LOOKUP_RESERVED:] = 0
+    table[:, D - MOVE_LOOKUP_RESERVED:] = 0
     positions[1 + square_token_index(torch.arange(64)), board] = torch.stack([_square_code(s) for s in range(64)])  # +1: BOS
     moves = slice(len(VOCAB), None)  # table rows x sqrt(D) in the forward: codes of unit size
     table[moves, from_code] = torch.stack([_square_code(chess.parse_square(a[:2])) for a in ACTIONS[moves]]) / math.sqrt(D)
@@ -127,8 +128,9 @@ class ChessTransformerModule(ZooModule):
     4.21 after 1,000 small-data steps).
 
     ``move_square_lookup=True`` (action values only) starts the first layer reading the pieces on the move's from-
-    and to-square (``init_move_square_lookup``): after 2,000 one-process steps on the 650-game data the model plays
-    the winning capture in 17 of 99 test positions that have one, against 1-6 for every other start tried.
+    and to-square (``init_move_square_lookup``). With it, small_cpu.yaml's model values captures by what they win (a
+    queen capture +0.25, Stockfish +0.33; without it -0.02) and scores 0.93 against the material-greedy player
+    (0.05 without it).
     """
 
     model_type = "chess-transformer"
