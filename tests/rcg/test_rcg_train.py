@@ -9,13 +9,14 @@ import torch
 import zoo
 from zoo.rcg.data import ImageDataModule
 from zoo.rcg.model import EMA
-from zoo.rcg.module import MocoV3Module, RDMModule
+from zoo.rcg.module import MocoV3Module, RDMModule, mage_targets
 
 TINY_ENCODER = dict(img_size=32, patch_size=8, embed_dim=16, depth=1, num_heads=2, proj_hidden_dim=32, rep_dim=16)
 
 
-def fit(model, data, steps: int = 2):
-    trainer = L.Trainer(max_steps=steps, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+def fit(model, data, steps: int = 2, precision="32-true"):
+    trainer = L.Trainer(max_steps=steps, accelerator="cpu", devices=1, precision=precision, logger=False,
+                        enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
                         limit_val_batches=0)
     trainer.fit(model, datamodule=data)
@@ -52,6 +53,20 @@ def test_mage_stage_trains_with_frozen_encoder_and_tokenizer(converted, image_fo
     fit(model, data_for(image_folder, "mage"))
     assert changed(before, model, "mage.")
     assert not changed(before, model, "encoder.") and not changed(before, model, "vqgan.")
+
+
+def test_mage_trains_under_bf16_autocast_on_full_precision_targets(converted, image_folder):
+    model = zoo.load(converted["mage"])
+    images = torch.rand(6, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    codes, rep = mage_targets(model.mage, model.vqgan, model.encoder, images)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert not torch.equal(model.vqgan.encode(images), codes)  # what bf16 targets would be
+        bf16_codes, bf16_rep = mage_targets(model.mage, model.vqgan, model.encoder, images)
+    assert torch.equal(bf16_codes, codes) and torch.equal(bf16_rep, rep)
+    before = snapshot(model)
+    fit(model, data_for(image_folder, "mage"), precision="bf16-mixed")  # the small recipes' setting
+    assert changed(before, model, "mage.")
+    assert all(v.dtype == torch.float32 for v in model.mage.state_dict().values() if v.is_floating_point())
 
 
 def test_vqgan_stage_trains(converted, image_folder):
