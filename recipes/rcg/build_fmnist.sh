@@ -17,7 +17,7 @@ N="${N:-10000}"
 CFGS="${CFGS:-1 3}"
 TEMPS="${TEMPS:-1 4}"  # MAGE choice temperatures, each for both generators: the best of RCG (1) and of the baseline (4)
 # the shipped sampling settings: the best FID of the sweep (see the card)
-DEFAULTS="${DEFAULTS:-{\"cfg\": 0.0, \"temperature\": 1.0, \"steps\": 20\}}"
+DEFAULTS="${DEFAULTS:-{\"cfg\": 3.0, \"temperature\": 1.0, \"steps\": 20\}}"
 SAMPLING=(--steps "${STEPS:-20}" --batch-size 100)
 
 train_stage() {  # recipe paths are relative (runs/rcg/...): run from RUN's parent
@@ -32,8 +32,8 @@ train)
   [ "$RUN" = runs/rcg ] || { echo "the recipes write to runs/rcg (relative); run from the folder that holds it" >&2; exit 2; }
   mkdir -p "$RUN"
   export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
-  # MAGE needs the encoder and the tokenizer, the RDM the encoder: MoCo v3 (~25 min) outlasts the VQGAN (~17 min),
-  # and the RDM (~8 min) goes last in the other chain, so both chains take about as long
+  # MAGE needs the encoder and the tokenizer, the RDM the encoder: MoCo v3 (33 min) outlasts the VQGAN (31 min),
+  # and the RDM (9 min) goes last in the other chain, so both chains take about as long (1 h 35 min, 2026-12-02)
   (train_stage mocov3 && train_stage mage) > "$RUN/chain1.log" 2>&1 & chain1=$!
   (train_stage vqgan && train_stage mage_baseline \
     && until [ -f "$RUN/mocov3/repo/config.json" ]; do kill -0 "$chain1" 2>/dev/null || exit 1; sleep 10; done \
