@@ -5,18 +5,18 @@
 #   recipes/rcg/build_fmnist.sh train     # MoCo v3 -> MAGE  beside  VQGAN -> baseline MAGE -> RDM (two chains,
 #                                         # one core each; see the card for stage times), each stage published to RUN/STAGE/repo
 #   recipes/rcg/build_fmnist.sh eval      # pipeline (RDM EMA + MAGE), the tokenizer's reconstruction FID (2,000
-#                                         # train images), FID of N samples (default 10000) for the baseline, RCG
-#                                         # without guidance and each CFG scale, at each MAGE choice temperature
-#                                         # of TEMPS; 64-sample PNG grids
+#                                         # train images), FID of N samples (default 10000) and a 64-sample PNG grid
+#                                         # for each sampler of SETTINGS: baseline-tT (the unconditional MAGE at
+#                                         # choice temperature T) or rcg-cfgC-tT (RCG, guidance C, temperature T)
 #   recipes/rcg/build_fmnist.sh publish   # the pipeline in fp16 with its card -> hub/rcg-fashionmnist
 # Results: RUN/eval/<name>.json (FID) and RUN/eval/<name>.png; the card text is recipes/rcg/cards/rcg-fashionmnist.yaml.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 RUN="${RUN:-runs/rcg}"
 N="${N:-10000}"
-CFGS="${CFGS:-1 3}"
-TEMPS="${TEMPS:-1 4}"  # MAGE choice temperatures, each for both generators: the best of RCG (1) and of the baseline (4)
-# the shipped sampling settings: the best FID of the sweep (see the card)
+# each generator at its best setting of the 2,000-sample sweep (the card gives the sweep and its command)
+SETTINGS="${SETTINGS:-baseline-t6 rcg-cfg0-t4 rcg-cfg3-t4}"
+# the shipped sampling settings: the best FID of the sweep
 DEFAULTS="${DEFAULTS:-{\"cfg\": 3.0, \"temperature\": 1.0, \"steps\": 20\}}"
 SAMPLING=(--steps "${STEPS:-20}" --batch-size 100)
 
@@ -44,6 +44,17 @@ train)
   exit $status
   ;;
 eval)
+  # baseline-tT -> the baseline MAGE at temperature T; rcg-cfgC-tT -> the pipeline, guidance C, temperature T
+  sampler() {  # name -> model folder and sampling options, one per line
+    if [[ $1 =~ ^baseline-t([0-9.]+)$ ]]; then
+      printf '%s\n' "$RUN/mage_baseline/repo" --temperature "${BASH_REMATCH[1]}"
+    elif [[ $1 =~ ^rcg-cfg([0-9.]+)-t([0-9.]+)$ ]]; then
+      printf '%s\n' "$RUN/pipeline" --cfg "${BASH_REMATCH[1]}" --temperature "${BASH_REMATCH[2]}"
+    else
+      echo "SETTINGS: unknown sampler '$1' (use baseline-tT or rcg-cfgC-tT, e.g. rcg-cfg3-t4)" >&2; return 2
+    fi
+  }
+  for name in $SETTINGS; do sampler "$name" > /dev/null || exit 2; done  # every name checked before hours of work
   mkdir -p "$RUN/eval"
   [ -f "$RUN/pipeline/config.json" ] || zoo rcg assemble --rdm "$RUN/rdm/repo" --mage "$RUN/mage/repo" --out "$RUN/pipeline"
   [ -f "$RUN/eval/fmnist_test_ref.npz" ] || zoo rcg ref-stats --fashion-mnist test --out "$RUN/eval/fmnist_test_ref.npz" \
@@ -51,16 +62,12 @@ eval)
   # the floor of every generator here: FID of the tokenizer's reconstructions of 2,000 training images
   [ -f "$RUN/eval/tokenizer-2000.json" ] || zoo rcg tokenizer-fid "$RUN/vqgan/repo" --fashion-mnist train --n 2000 \
     --ref-stats "$RUN/eval/fmnist_test_ref.npz" --out "$RUN/eval/tokenizer-2000.json"
-  evaluate() {  # name model [sampling options]
-    local name=$1 model=$2; shift 2
-    zoo rcg eval "$model" --n "$N" --ref-stats "$RUN/eval/fmnist_test_ref.npz" "${SAMPLING[@]}" "$@" \
-      --cache-dir "$RUN/eval/cache-$name" --out "$RUN/eval/$name-$N.json"  # N=2000 then N=10000 reuses the 2000
-    zoo rcg sample "$model" --n 64 --nrow 8 "${SAMPLING[@]}" "$@" --out "$RUN/eval/$name.png"
-  }
-  for t in $TEMPS; do
-    evaluate "baseline-t$t" "$RUN/mage_baseline/repo" --temperature "$t"
-    evaluate "rcg-cfg0-t$t" "$RUN/pipeline" --cfg 0 --temperature "$t"
-    for cfg in $CFGS; do evaluate "rcg-cfg$cfg-t$t" "$RUN/pipeline" --cfg "$cfg" --temperature "$t"; done
+  for name in $SETTINGS; do
+    mapfile -t args < <(sampler "$name")  # model, then its sampling options
+    # N=2000 then N=10000 reuses the first 2000 samples' features
+    zoo rcg eval "${args[0]}" --n "$N" --ref-stats "$RUN/eval/fmnist_test_ref.npz" "${SAMPLING[@]}" "${args[@]:1}" \
+      --cache-dir "$RUN/eval/cache-$name" --out "$RUN/eval/$name-$N.json"
+    zoo rcg sample "${args[0]}" --n 64 --nrow 8 "${SAMPLING[@]}" "${args[@]:1}" --out "$RUN/eval/$name.png"
   done
   ;;
 publish)  # sampling defaults: the best guidance scale of the evaluation
@@ -68,7 +75,7 @@ publish)  # sampling defaults: the best guidance scale of the evaluation
     --sampling "$DEFAULTS"
   hub="${HUB:-hub/rcg-fashionmnist}"
   zoo publish "$RUN/pipeline-defaults" "$hub" --dtype float16 --card "$HERE/cards/rcg-fashionmnist.yaml"
-  for name in ${GRIDS:-baseline-t4 rcg-cfg0-t1 rcg-cfg3-t1}; do  # 64-sample grids of the evaluation (16 MiB in all)
+  for name in ${GRIDS:-$SETTINGS}; do  # 64-sample grids of the evaluation (16 MiB in all)
     cp "$RUN/eval/$name.png" "$hub/samples_${name//[-.]/_}.png"
   done
   ;;
