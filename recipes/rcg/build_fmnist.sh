@@ -17,7 +17,7 @@ N="${N:-10000}"
 # each generator at its best setting of the 2,000-sample sweep (the card gives the sweep and its command)
 SETTINGS="${SETTINGS:-baseline-t6 rcg-cfg0-t4 rcg-cfg3-t4}"
 # the shipped sampling settings: the best FID of the sweep
-DEFAULTS="${DEFAULTS:-{\"cfg\": 3.0, \"temperature\": 1.0, \"steps\": 20\}}"
+DEFAULTS="${DEFAULTS:-{\"cfg\": 3.0, \"temperature\": 4.0, \"steps\": 20\}}"
 SAMPLING=(--steps "${STEPS:-20}" --batch-size 100)
 
 train_stage() {  # recipe paths are relative (runs/rcg/...): run from RUN's parent
