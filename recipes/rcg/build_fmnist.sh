@@ -70,7 +70,7 @@ eval)
     zoo rcg sample "${args[0]}" --n 64 --nrow 8 "${SAMPLING[@]}" "${args[@]:1}" --out "$RUN/eval/$name.png"
   done
   ;;
-publish)  # sampling defaults: the best guidance scale of the evaluation
+publish)  # sampling defaults: DEFAULTS (the best guidance and temperature of the sweep)
   zoo rcg assemble --rdm "$RUN/rdm/repo" --mage "$RUN/mage/repo" --out "$RUN/pipeline-defaults" \
     --sampling "$DEFAULTS"
   hub="${HUB:-hub/rcg-fashionmnist}"
