@@ -47,7 +47,8 @@ def test_rdm_denoiser_raw_and_ema_weights(converted, name):
     else:
         assert ctx is None  # unconditional: the embedding exists but is unused
     with torch.no_grad():
-        assert max_err(timestep_embedding(data["t"], rdm.config.model_channels), data["timestep_embedding"]) <= TOL
+        # sin/cos of float32 arguments up to ~1000 (ulp 6e-5): the result depends on the CPU's libm (1.3e-5 seen)
+        assert max_err(timestep_embedding(data["t"], rdm.config.model_channels), data["timestep_embedding"]) <= 1e-4
         assert max_err(rdm.denoiser(data["x_t"], data["t"], ctx), data["out_raw"]) <= TOL
         assert max_err(module.ema.shadow(data["x_t"], data["t"], ctx), data["out_ema"]) <= TOL
         eps = rdm.schedule.eps_from_x0(data["x_t"], data["t"], data["out_ema"])
