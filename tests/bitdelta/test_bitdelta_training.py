@@ -15,6 +15,8 @@ from zoo.bitdelta.module import ScaleDistillation
 BASE, FINETUNE = str(FIXTURES / "base"), str(FIXTURES / "finetune")
 BATCHES = str(FIXTURES / "distill_batches.safetensors")
 MANIFEST = json.loads((FIXTURES / "manifest.json").read_text())["distill"]
+# the scales are float32 means over whole weight matrices: summation order, so the last digits, vary by CPU
+SCALE_RTOL = 1e-5
 
 
 def _trainer(tmp_path, steps, **kw):
@@ -45,7 +47,7 @@ def test_official_mode_reproduces_the_official_distillation(tmp_path, official, 
     delta, reference = module.to_delta(), official["diff"]
     for name in delta.modules:
         assert torch.equal(delta.masks[name], reference[f"{name}.mask"])
-        assert delta.scales[name].item() == pytest.approx(reference[f"{name}.coeff"].item(), rel=1e-5, abs=1e-12)
+        assert delta.scales[name].item() == pytest.approx(reference[f"{name}.coeff"].item(), rel=SCALE_RTOL, abs=1e-12)
     assert sorted(delta.params) == sorted(k for k in reference if not k.endswith((".mask", ".coeff")))
     for key, value in delta.params.items():
         torch.testing.assert_close(value, reference[key], rtol=0, atol=1e-6)
@@ -121,7 +123,7 @@ def test_recipe_reproduces_the_official_delta(tmp_path, monkeypatch, official):
     assert cli.trainer.global_step == 10
     delta = zoo.load(out).to_delta()
     for name in delta.modules:
-        assert delta.scales[name].item() == pytest.approx(official["diff"][f"{name}.coeff"].item(), rel=1e-5, abs=1e-12)
+        assert delta.scales[name].item() == pytest.approx(official["diff"][f"{name}.coeff"].item(), rel=SCALE_RTOL, abs=1e-12)
     # the Lightning checkpoint (weights_only) publishes the same distilled delta
     (ckpt,) = tmp_path.rglob("*.ckpt")
     zoo.publish(str(ckpt), tmp_path / "published")
