@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from ase import units
 from ase.md.nose_hoover_chain import NoseHooverChainNVT
-from ase.md.velocitydistribution import MaxwellBoltzmannDistribution, Stationary, ZeroRotation
+from ase.md.velocitydistribution import Stationary, ZeroRotation, thermalize_momenta
 from tqdm.auto import tqdm
 
 import zoo
@@ -59,7 +59,7 @@ def ethanol_nvt(model, picoseconds: float, temperature: float, seed: int, check_
     atoms = build_system("xtb", "ethanol")
     atoms.calc = model.as_calculator()
     rng = np.random.default_rng(seed)
-    MaxwellBoltzmannDistribution(atoms, temperature_K=temperature, rng=rng)
+    thermalize_momenta(atoms, temperature, rng=rng)
     Stationary(atoms)
     ZeroRotation(atoms)
     timestep_fs = 0.5
