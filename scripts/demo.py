@@ -1,8 +1,8 @@
 """`make demo`: load the zoo's bundled default model and put it to work.
 
 The default is ``escaip-tiny-emt``, an EScAIP interatomic potential trained in the zoo on EMT-labelled metal
-slabs. The demo runs Langevin molecular dynamics of an O atom on Cu(111) with the model as the ASE calculator,
-and checks each stretch of the trajectory against EMT, the reference the model learned.
+slabs. With the model as the ASE calculator, the demo relaxes an O atom on Cu(111), runs Langevin molecular
+dynamics from there, and checks each stretch of the trajectory against EMT, the reference the model learned.
 """
 
 from __future__ import annotations
