@@ -52,6 +52,7 @@ def model_md(model, steps: int, temperature: float, seed: int) -> dict:
     atoms.calc = model.as_calculator()
     rng = np.random.default_rng(seed)
     thermalize_momenta(atoms, temperature, rng=rng)
+    # the fixed bottom layer pins the slab, so no centre-of-mass fix
     dyn = Langevin(atoms, 1.0 * units.fs, temperature_K=temperature, friction=0.02, fixcm=False, rng=rng)
     start = atoms.get_positions().copy()
     min_dist = np.inf
