@@ -27,7 +27,7 @@ FASHION_MNIST_FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-u
 def _read_idx(path: Path) -> np.ndarray:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as f:
-        data = f.read()
+        data = bytearray(f.read())  # writable, so torch.from_numpy can share it
     ndim = data[3]
     shape = tuple(int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
     return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
