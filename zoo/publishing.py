@@ -7,6 +7,7 @@ the commit and each file's sha256 and size: exactly what a catalog entry pins.
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 
 import torch
 
-from zoo._io import DEFAULT_SHARD_BYTES, atomic_path, sha256_file
+from zoo._io import CONFIG_NAME, DEFAULT_SHARD_BYTES, atomic_path, sha256_file
 from zoo.module import ZooModule, _SkipInit, constructor_args
 from zoo.registry import resolve_module_class
 
@@ -37,8 +38,12 @@ def module_from_checkpoint(path: str | os.PathLike) -> ZooModule:
     return model.eval()
 
 
-def render_card(model: ZooModule, files: dict[str, dict[str, Any]], card: dict[str, Any] | None = None) -> str:
-    """The model card: Hub YAML metadata (library, license, tags, datasets, base model, model-index) + body."""
+def render_card(model: ZooModule, files: dict[str, dict[str, Any]], card: dict[str, Any] | None = None,
+                config: dict[str, Any] | None = None) -> str:
+    """The model card: Hub YAML metadata (library, license, tags, datasets, base model, model-index) + body.
+
+    ``config``: the hparams the card shows (default ``model.config``); publishing passes the written config.json's.
+    """
     from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
     fields = {**model.model_card_fields(), **(card or {})}
@@ -81,7 +86,7 @@ def render_card(model: ZooModule, files: dict[str, dict[str, Any]], card: dict[s
         training=fields.get("training", ""),
         limitations=fields.get("limitations", ""),
         citation=fields.get("citation", ""),
-        config=model.config,
+        config=model.config if config is None else config,
         files=files,
     )
     return str(rendered)
@@ -90,8 +95,10 @@ def render_card(model: ZooModule, files: dict[str, dict[str, Any]], card: dict[s
 def _write_repo(model: ZooModule, folder: Path, card: dict | None, max_shard_bytes: int) -> dict[str, dict]:
     names = model.save_pretrained(folder, max_shard_bytes=max_shard_bytes)
     files = {n: {"sha256": sha256_file(folder / n), "size": (folder / n).stat().st_size} for n in names}
+    # the card shows what was written, not the in-memory module (a delta loads merged, stores bf16 tensors, ...)
+    written = json.loads((folder / CONFIG_NAME).read_text(encoding="utf-8"))["hparams"]
     with atomic_path(folder / "README.md") as tmp:
-        tmp.write_text(render_card(model, files, card), encoding="utf-8")
+        tmp.write_text(render_card(model, files, card, config=written), encoding="utf-8")
     files["README.md"] = {"sha256": sha256_file(folder / "README.md"), "size": (folder / "README.md").stat().st_size}
     return files
 

@@ -3,9 +3,10 @@
 # perplexity table of the model cards. Run from a folder holding data/bitdelta/corpora (zoo bitdelta make-data).
 #   recipes/bitdelta/build_family.sh base            # pretrain (resumable) and publish the base in bf16
 #   BASE=llama-bytes-3m recipes/bitdelta/build_family.sh deltas   # fine-tune, compress, distil, evaluate, publish
-# Between the two: copy RUN/base/repo to hub/llama-bytes-3m and add its pinned catalog entry, so the deltas name
-# the base by its zoo name. Results: RUN/<corpus>/eval-{initial,distilled,published}.json and the delta repo
-# RUN/<corpus>/published (copy to hub/llama-bytes-3m-<corpus>-bitdelta with its card).
+# Between the two: `zoo publish RUN/base/repo hub/llama-bytes-3m --card recipes/bitdelta/cards/llama-bytes-3m.yaml`
+# and add its pinned catalog entry, so the deltas name the base by its zoo name. Results:
+# RUN/<corpus>/eval-{initial,distilled,published}.json and the delta repo RUN/<corpus>/published, shipped with
+# `zoo publish RUN/<corpus>/published hub/llama-bytes-3m-<corpus>-bitdelta --card recipes/bitdelta/cards/<that name>.yaml`.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 RUN="${RUN:-runs/bitdelta}"

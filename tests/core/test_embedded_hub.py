@@ -44,3 +44,12 @@ def test_card_quotes_the_catalog_metrics(name):
         assert f"| {metric} | {value} |" in card, f"{metric}={value} is not in {name}'s card"
     if entry.recipe:
         assert (HUB.parent / entry.recipe).is_file() and entry.recipe in card
+
+
+@pytest.mark.parametrize("name", EMBEDDED)
+def test_card_configuration_is_the_written_config(name):
+    """The card's Configuration block shows config.json's hparams, not a loaded module's (a delta loads merged)."""
+    folder = HUB / get_entry(name).repo
+    card = (folder / "README.md").read_text()
+    block = card.split("## Configuration\n\n```json\n", 1)[1].split("\n```", 1)[0]
+    assert json.loads(block) == json.loads((folder / "config.json").read_text())["hparams"]

@@ -85,7 +85,7 @@ FAMILY_DELTAS = [
     _family_delta(
         "austen", "Jane Austen's novels", "Persuasion",
         (
-            FileSpec("README.md", "0ba1e5ad590d5c4cee39e4f63d91a190c39a95ce43a2827599c905cc02bf9db2", 8721),
+            FileSpec("README.md", "8ff5cfa8c89cc7d41212dfd186e0d264f73be733b1cb0e42b9702f2fde487be1", 8713),
             FileSpec("config.json", "9c18a55ce0a5862655150afdea07c1f853cd8e2b446c6624df504991db716d8c", 4198),
             FileSpec("model.safetensors", "6f36ee98a001c0a38d7abb5df35fb82eefd67a31b3ad7171512153f5144c5adc", 669728),
         ),
@@ -94,7 +94,7 @@ FAMILY_DELTAS = [
     _family_delta(
         "milton", "Milton's poems and prose", "Paradise Regained",
         (
-            FileSpec("README.md", "d87214bc7f335c74232fe15324583998b2d9723507127bae3c5e306f4b0035c1", 8808),
+            FileSpec("README.md", "592e9c1cb27f5f5e9d616a4bc7e953ce98f8a3f49e6ac2a658461c7e1f994152", 8800),
             FileSpec("config.json", "9c18a55ce0a5862655150afdea07c1f853cd8e2b446c6624df504991db716d8c", 4198),
             FileSpec("model.safetensors", "865b6d6e3d23c2d928b0a44b37cc9d934b006674d0b5f217507d54adb9e33c27", 669728),
         ),
