@@ -143,7 +143,7 @@ def test_fashion_mnist_reference_images_are_the_test_split(tmp_path):
     first = next(iter(batches))
     assert source == "fashion-mnist:test" and first.dtype == torch.uint8 and first.shape == (64, 3, 28, 28)
     image, _ = FashionMNIST(root, "test")[0]
-    assert torch.equal(first[0].permute(1, 2, 0), torch.from_numpy(np.asarray(image)))
+    assert torch.equal(first[0].permute(1, 2, 0), torch.from_numpy(np.array(image)))
 
 
 @pytest.mark.slow

@@ -70,7 +70,7 @@ def cmd_reconstruct(args) -> None:
         img = img.resize((max(size, round(img.width * scale)), max(size, round(img.height * scale))), Image.BICUBIC)
         left, top = (img.width - size) // 2, (img.height - size) // 2
         img = img.crop((left, top, left + size, top + size))
-        images.append(torch.from_numpy(np.asarray(img)).permute(2, 0, 1).float() / 255)
+        images.append(torch.from_numpy(np.array(img)).permute(2, 0, 1).float() / 255)
     batch = torch.stack(images)
     out = model.reconstruct(batch, seed=args.seed, **_sampling_kwargs(args))
     save_grid(torch.cat([batch, out.cpu()]), args.out, nrow=len(images))
