@@ -7,7 +7,10 @@ subclasses it too.
 
 from __future__ import annotations
 
-__all__ = ["ZooError", "HubError", "IntegrityError", "RepoChangedError", "OfflineError", "DownloadError"]
+__all__ = [
+    "ZooError", "HubError", "IntegrityError", "RepoChangedError", "OfflineError", "DownloadError", "ConfigError",
+    "DamagedFileError", "CardError", "InputError",
+]
 
 
 class ZooError(Exception):
@@ -33,3 +36,27 @@ class OfflineError(ZooError, RuntimeError):
 
 class DownloadError(ZooError, RuntimeError):
     """A download was refused or failed for a reason other than the network being down (HTTP 403/404/429, ...)."""
+
+
+class ConfigError(ZooError, ValueError):
+    """A model's config cannot be used: config.json is not valid JSON, names an unknown ``model_type`` or a newer
+    ``zoo_config_format``, or its hyperparameters have an unknown key or a value of the wrong type.
+
+    ``path`` is the config file when known (a nested decoder raises without it; ``zoo.load`` adds it).
+    """
+
+    def __init__(self, message: str, path: object = None):
+        super().__init__(message)
+        self.path = path
+
+
+class DamagedFileError(IntegrityError):
+    """A model file cannot be read: truncated or corrupt, as after a broken download or copy."""
+
+
+class CardError(ZooError, ValueError):
+    """A model card (``zoo publish --card``) has an unknown field or a field of the wrong shape."""
+
+
+class InputError(ZooError, ValueError):
+    """A file given to a command as input cannot be used (not an image, the wrong size, ...)."""
