@@ -58,7 +58,7 @@ def main() -> None:
         names = model.save_pretrained(repo)
         del model
         register_model(ModelEntry(
-            name="bench-100m", method="bench", source="embedded", repo="bench-100m",
+            name="bench-100m", method="bench",
             files=tuple(FileSpec(n, sha256_file(repo / n), (repo / n).stat().st_size) for n in names),
         ))
         weights = str(repo / "model.safetensors")

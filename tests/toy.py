@@ -80,6 +80,6 @@ def convert_upstream(files, out_dir, entry) -> None:
     from safetensors.torch import load_file
 
     raw = load_file(str(files["official.safetensors"]))
-    model = ToyRegressor(**entry.architecture)
+    model = ToyRegressor(**entry.convert_args)
     model.load_weights_({k.replace("official.", "net."): v for k, v in raw.items()})
     model.save_pretrained(out_dir)

@@ -28,20 +28,27 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
 
 
-def _entry_size(entry: registry.ModelEntry) -> int | None:
-    sizes = [f.size for f in entry.files]
-    return None if any(s is None for s in sizes) else sum(sizes)
+def _entry_size(entry: registry.ModelEntry) -> str:
+    """The zoo repo's size; for an unreleased entry, the official files' size where known ("~" when stated)."""
+    if entry.files:
+        return _human_bytes(sum(f.size for f in entry.files))
+    sizes = [f.size for f in entry.upstream]
+    if None not in sizes:
+        return _human_bytes(sum(sizes))
+    return f"~{_human_bytes(entry.download_size)}" if entry.download_size else "?"
 
 
 def model_table(pattern: str | None = None, method: str | None = None, markdown: bool = False) -> str:
     """The catalog as a table (plain text for `zoo list`, Markdown for the README)."""
+    from zoo.hub import where
+
     rows = []
     for name in registry.list_models(pattern, method):
         e = registry.get_entry(name)
         numeric = [(k, v) for k, v in e.metrics.items()
                    if isinstance(v, (int, float)) and not isinstance(v, bool) and not k.startswith("num_")]
         metrics = ", ".join(f"{k} {v:g}" for k, v in numeric[:3])
-        rows.append([name, e.method, e.source, _human_bytes(_entry_size(e)), metrics or "-"])
+        rows.append([name, e.method, where(e), _entry_size(e), metrics or "-"])
     header = ["name", "method", "source", "size", "metrics"]
     if not markdown:
         return _table(rows, header) if rows else "no models match"
@@ -63,25 +70,35 @@ def cmd_info(args) -> None:
     if args.json:
         print(json.dumps(info, indent=2))
         return
-    for key in ("name", "method", "source", "repo", "revision", "license", "paper", "recipe", "base_model"):
+    from zoo.hub import where
+
+    info["source"] = where(registry.get_entry(args.name))
+    for key in ("name", "method", "source", "hub_repo", "revision", "license", "paper", "recipe", "base_model"):
         if info.get(key):
             print(f"{key:11s} {info[key]}")
     if info["description"]:
         print(f"{'description':11s} {info['description']}")
-    for key in ("metrics", "defaults", "architecture"):
+    for key in ("metrics", "defaults", "architecture", "convert_args"):
         if info[key]:
             print(f"{key}:")
             for k, v in info[key].items():
                 print(f"  {k}: {v}")
-    print("files:")
-    print(_table([[f["path"], _human_bytes(f["size"]), f["sha256"] or "(pinned on first download)"]
-                  for f in info["files"]], ["path", "size", "sha256"]))
+    if info["files"]:
+        print(f"files (the zoo repo, {'at commit ' + info['revision'] if info['revision'] else 'on main'}):")
+        print(_table([[f["path"], _human_bytes(f["size"]), f["sha256"]] for f in info["files"]],
+                     ["path", "size", "sha256"]))
+    if info["upstream"]:
+        print("upstream files (converted by " + info["converter"] + ("" if info["files"] else " on first load") + "):")
+        approx = f"~{_human_bytes(info['download_size'])}" if info["download_size"] else "?"
+        print(_table([[f["path"], _human_bytes(f["size"]) if f["size"] else approx,
+                       f["sha256"] or "(pinned on first download)", f["url"]] for f in info["upstream"]],
+                     ["path", "size", "sha256", "url"]))
 
 
 def cmd_download(args) -> None:
-    from zoo.loading import resolve_repo
+    from zoo.hub import download
 
-    print(resolve_repo(args.name, revision=args.revision))
+    print(download(args.name, revision=args.revision))
 
 
 def cmd_load(args) -> None:

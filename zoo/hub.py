@@ -1,54 +1,69 @@
-"""The hub layer: get a catalog entry's files onto local disk, verified, from one of three sources.
+"""The hub layer: get a model's files onto local disk, verified, wherever they live.
 
-* **embedded** — a folder of the repo's ``hub/`` (or of ``$ZOO_HUB``), used in place;
-* **hf** — the Hugging Face Hub through ``huggingface_hub`` at the entry's pinned commit, in the standard HF
-  cache (``$ZOO_HF_CACHE`` overrides the cache folder, ``$ZOO_HF_ENDPOINT`` the endpoint);
-* **upstream** — official files over plain HTTPS into ``$ZOO_HOME/downloads``, turned into a zoo repo by the
-  method's converter and cached under ``$ZOO_HOME/converted``.
+A catalog entry's zoo repo (config.json, safetensors, card) is pinned by sha256 and size. It is read from
 
-Every file's sha256 is checked before use; a bad copy is deleted and :class:`IntegrityError` names the file
-and both hashes. Re-hashing a multi-GB file on every load would dominate load time, so a successful check is
-remembered (keyed by path, size, mtime and inode) under ``$ZOO_HOME/verified``.
+* the **embedded mirror** ``$ZOO_HUB/<name>`` (default: ``hub/`` of a source checkout) when that folder exists;
+* else its **Hub home** ``<ZOO_HF_ORG>/<name>`` on the Hugging Face Hub (``$ZOO_HF_ENDPOINT`` for a mirror
+  server), through ``huggingface_hub`` into the standard HF cache (``$ZOO_HF_CACHE`` overrides it), at the
+  entry's commit when one is pinned and at ``main`` otherwise: the sha256 pins make a moving ``main`` safe;
+* else, for an entry not released yet, the authors' **upstream** files are downloaded (resumable, retried)
+  into ``$ZOO_HOME/downloads`` and converted once into ``$ZOO_HOME/converted``.
+
+Nothing unverified reaches a model: a damaged cache copy is fetched again, a damaged transfer is retried once
+and then reported, and a Hub repo that serves other content than this release pinned raises
+:class:`RepoChangedError`. Hashing a multi-GB file on every load would dominate load time, so a successful
+check is remembered (keyed by path, size, mtime and inode) under ``$ZOO_HOME/verified``. One file lock per Hub
+repo (and per upstream model) serialises downloads between processes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import html.parser
+import http.client
 import json
 import os
 import shutil
 import tempfile
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import replace
 from pathlib import Path
+from typing import Iterator
 
 from filelock import FileLock
 
 from zoo._io import atomic_path, sha256_file, write_json_atomic
-from zoo.registry import FileSpec, ModelEntry, get_entry, import_object
+from zoo.errors import DownloadError, HubError, IntegrityError, OfflineError, RepoChangedError
+from zoo.registry import FileSpec, ModelEntry, get_entry, hub_org, import_object
 
 __all__ = [
     "IntegrityError",
+    "RepoChangedError",
     "OfflineError",
+    "HubError",
+    "DownloadError",
     "download",
     "fetch",
+    "fetch_hf",
+    "resolve_repo",
+    "where",
     "zoo_home",
     "embedded_hub_dir",
     "is_offline",
     "hf_endpoint",
     "hf_cache_dir",
+    "hub_org",
 ]
 
 _TRUE = {"1", "true", "yes", "on"}
-
-
-class IntegrityError(RuntimeError):
-    """A file's content does not match its pinned sha256 (or size)."""
-
-
-class OfflineError(RuntimeError):
-    """A model is needed that is not on this machine and cannot be downloaded now."""
+# never fetched from a Hub repo: the zoo reads safetensors and never unpickles
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib")
+DOWNLOAD_RETRIES = 4  # upstream downloads: after the first try, with backoff 1, 2, 4, 8 s
+RETRY_STATUS = {429, 500, 502, 503, 504}
 
 
 # ----------------------------------------------------------------------------- settings
@@ -57,7 +72,7 @@ def zoo_home() -> Path:
 
 
 def embedded_hub_dir() -> Path:
-    """``$ZOO_HUB`` or the ``hub/`` folder beside the ``zoo`` package."""
+    """``$ZOO_HUB`` or the ``hub/`` folder of the source checkout this package runs from."""
     return Path(os.environ.get("ZOO_HUB") or Path(__file__).resolve().parent.parent / "hub")
 
 
@@ -73,18 +88,34 @@ def is_offline() -> bool:
     return any(os.environ.get(v, "").lower() in _TRUE for v in ("HF_HUB_OFFLINE", "ZOO_OFFLINE"))
 
 
+def where(entry: ModelEntry) -> str:
+    """Where ``entry`` loads from on this machine: ``embedded`` (a local mirror folder), ``hub`` or ``upstream``."""
+    if entry.released:
+        return "embedded" if (embedded_hub_dir() / entry.name).is_dir() else "hub"
+    return "upstream"
+
+
 def _offline_error(entry: ModelEntry, reason: str) -> OfflineError:
-    where = {
-        "hf": f"the Hugging Face repo {entry.repo}@{entry.revision}",
-        "upstream": "the official upstream files",
-        "embedded": f"the embedded hub folder {entry.repo}",
-    }[entry.source]
-    return OfflineError(
-        f"model {entry.name!r} is not on this machine and cannot be downloaded ({reason}). It comes from {where}. "
-        f"To get it: run `zoo download {entry.name}` on a machine with network and copy its cache here "
-        f"(the HF cache, or set ZOO_HF_CACHE / ZOO_HOME to the copied folders); or put the repo folder under "
-        f"a directory named by ZOO_HUB; or pass a local repo folder to zoo.load(path)."
-    )
+    if entry.released:
+        origin = f"the Hugging Face repo {entry.hub_repo}@{entry.revision or 'main'}"
+        fixes = (f"run `zoo download {entry.name}` on a machine with network and copy its HF cache here (or set "
+                 f"ZOO_HF_CACHE to the copied folder); or put the repo folder at {embedded_hub_dir() / entry.name} "
+                 f"(ZOO_HUB names the mirror folder); or set ZOO_HF_ENDPOINT to a Hub mirror")
+    else:
+        origin = "the official upstream files"
+        fixes = (f"run `zoo download {entry.name}` with network, or place the official files in "
+                 f"{zoo_home() / 'downloads' / entry.name}")
+    return OfflineError(f"model {entry.name!r} is not on this machine and cannot be downloaded ({reason}). It comes "
+                        f"from {origin}. To get it: {fixes}; or pass a local repo folder to zoo.load(path).")
+
+
+@contextlib.contextmanager
+def _lock(kind: str, key: str) -> Iterator[None]:
+    """One lock per Hub repo (every model and manifest of that repo) or per upstream model, across processes."""
+    locks = zoo_home() / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(locks / f"{kind}--{key.replace('/', '--')}.lock")):
+        yield
 
 
 # ----------------------------------------------------------------------------- verification
@@ -98,116 +129,434 @@ def _stat_key(path: Path) -> str:
     return f"{st.st_size} {st.st_mtime_ns} {st.st_ino}"
 
 
+def _matches(path: Path, spec: FileSpec) -> bool:
+    """Whether ``path`` holds exactly the pinned bytes (remembered per path/size/mtime/inode once checked)."""
+    marker = _marker(path)
+    stat_key = _stat_key(path)
+    if marker.exists() and marker.read_text() == f"{spec.sha256} {stat_key}":
+        return True
+    if (spec.size is not None and path.stat().st_size != spec.size) or sha256_file(path) != spec.sha256:
+        return False
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(marker) as tmp:
+        tmp.write_text(f"{spec.sha256} {stat_key}")
+    return True
+
+
+def _mismatch(spec: FileSpec, path: Path) -> str:
+    size = path.stat().st_size
+    got = f"size {size} bytes (expected {spec.size})" if spec.size is not None and size != spec.size else \
+        f"sha256 {sha256_file(path)}"
+    return f"{spec.path}: content does not match its pin (expected sha256 {spec.sha256}, got {got})"
+
+
 def verify_file(path: Path, spec: FileSpec, *, delete_bad: bool) -> None:
     """Check ``path`` against ``spec``; on mismatch delete it (if ``delete_bad``) and raise IntegrityError."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{spec.path}: expected at {path}, but it is missing")
-    marker = _marker(path)
-    stat_key = _stat_key(path)
-    if spec.sha256 and marker.exists() and marker.read_text() == f"{spec.sha256} {stat_key}":
+    if _matches(path, spec):
         return
-    size = path.stat().st_size
-    actual = sha256_file(path) if spec.size is None or size == spec.size else None
-    if (spec.size is not None and size != spec.size) or actual != spec.sha256:
-        if delete_bad:
-            _delete(path)
-        detail = f"sha256 {actual}" if actual else f"size {size} bytes (expected {spec.size})"
-        raise IntegrityError(
-            f"{spec.path}: content does not match its pin (expected sha256 {spec.sha256}, got {detail}). "
-            + ("The bad copy was deleted; loading again downloads it afresh." if delete_bad else
-               f"The file {path} is part of a folder the zoo does not own: restore it (e.g. `git checkout`).")
-        )
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(marker) as tmp:
-        tmp.write_text(f"{spec.sha256} {stat_key}")
+    message = _mismatch(spec, path)
+    if delete_bad:
+        _delete(path)
+        raise IntegrityError(f"{message}. The bad copy was deleted; loading again downloads it afresh.")
+    raise IntegrityError(f"{message}. The file {path} is part of a folder the zoo does not own: restore it "
+                         "(e.g. `git checkout`) or remove the folder to load the model from the Hub.")
 
 
 def _delete(path: Path) -> None:
     """Remove a cached file; for an HF snapshot symlink, remove the blob it points to as well."""
     real = Path(os.path.realpath(path))
-    for p in {path, real}:
-        try:
+    for p in {Path(path), real}:
+        with contextlib.suppress(FileNotFoundError):
             p.unlink()
-        except FileNotFoundError:
-            pass
 
 
-# ----------------------------------------------------------------------------- sources
-def _fetch_embedded(entry: ModelEntry) -> Path:
-    folder = embedded_hub_dir() / entry.repo
-    if not folder.is_dir():
-        raise _offline_error(entry, f"{folder} does not exist")
-    for spec in entry.files:
-        verify_file(folder / spec.path, spec, delete_bad=False)
-    return folder
+def _git_blob_id(path: Path) -> str:
+    h = hashlib.sha1(b"blob %d\0" % path.stat().st_size)
+    with open(path, "rb") as f:
+        while block := f.read(1 << 22):
+            h.update(block)
+    return h.hexdigest()
 
 
-def _fetch_hf(entry: ModelEntry, endpoint: str | None, cache_dir: str | None) -> Path:
+def _matches_server_claim(path: Path) -> bool:
+    """Whether an HF cache file holds what the server announced: its blob is named by the ETag, which is the
+    sha256 of an LFS file or the git blob id of a regular one."""
+    claim = Path(os.path.realpath(path)).name
+    if len(claim) == 64:
+        return sha256_file(path) == claim
+    if len(claim) == 40:
+        return _git_blob_id(path) == claim
+    return False
+
+
+# ----------------------------------------------------------------------------- Hub errors
+_NETWORK_ERRORS = {"TransportError", "ConnectError", "NetworkError", "TimeoutException", "ConnectTimeout",
+                   "ReadTimeout", "RemoteProtocolError", "ReadError", "OfflineModeIsEnabled"}
+
+
+def _is_network_error(err: BaseException) -> bool:
+    if isinstance(err, (ConnectionError, TimeoutError)):
+        return True
+    return any(cls.__name__ in _NETWORK_ERRORS for cls in type(err).__mro__)
+
+
+def _hub_error(err: BaseException, repo_id: str, revision: str | None, path: str | None = None) -> Exception | None:
+    """The zoo error for a ``huggingface_hub`` failure, or None when it is not a Hub failure."""
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        RemoteEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    at = f"{repo_id}@{revision or 'main'}"
+    endpoint = hf_endpoint() or "https://huggingface.co"
+    if isinstance(err, GatedRepoError):
+        return HubError(f"{at} is gated: accept its terms on the Hub page, then set HF_TOKEN (or `hf auth login`)")
+    if isinstance(err, RepositoryNotFoundError):
+        return HubError(f"Hub repo {repo_id} not found at {endpoint}, or it is private: check the name, or set "
+                        f"HF_TOKEN to a token that can read it (or `hf auth login`)")
+    if isinstance(err, RevisionNotFoundError):
+        return HubError(f"revision {revision!r} does not exist in Hub repo {repo_id}: use a branch, tag or commit id "
+                        "of that repo")
+    if isinstance(err, RemoteEntryNotFoundError):
+        return HubError(f"{at} has no file {path!r}: the repo may have changed since this zoo release")
+    if isinstance(err, HfHubHTTPError):
+        status = getattr(getattr(err, "response", None), "status_code", None)
+        first_line = str(err).splitlines()[0] if str(err) else type(err).__name__
+        if status in (401, 403):
+            return HubError(f"the Hub refused access to {at} (HTTP {status}): set HF_TOKEN to a token that can "
+                            f"read it (or `hf auth login`)")
+        if status in RETRY_STATUS:
+            return HubError(f"the Hub at {endpoint} failed while serving {at} (HTTP {status}); try again later")
+        return HubError(f"the Hub answered {first_line} for {at}")
+    if isinstance(err, LocalEntryNotFoundError) or _is_network_error(err):
+        return OfflineError(f"cannot reach the Hub at {endpoint} for {at} ({type(err).__name__}), and the files "
+                            "are not in the local cache")
+    return None
+
+
+@contextlib.contextmanager
+def _hub_call(repo_id: str, revision: str | None, path: str | None = None) -> Iterator[None]:
+    try:
+        yield
+    except Exception as err:  # noqa: BLE001  (translated or re-raised as is)
+        translated = _hub_error(err, repo_id, revision, path)
+        if translated is None:
+            raise
+        raise translated from None
+
+
+# ----------------------------------------------------------------------------- Hub repos
+class _NotCached(Exception):
+    """A pinned file is not (or not intact) in the local cache: it has to be downloaded."""
+
+
+def _hub_file(repo_id: str, spec: FileSpec, revision: str, *, local_only: bool, endpoint: str | None,
+              cache_dir: str | None) -> Path:
+    """One pinned file of a Hub repo, verified: from the HF cache, or downloaded (retried once if damaged)."""
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 
-    offline = is_offline()
+    for attempt in range(1 if local_only else 2):
+        try:
+            with _hub_call(repo_id, revision, spec.path):
+                local = Path(hf_hub_download(repo_id, spec.path, revision=revision, endpoint=endpoint or hf_endpoint(),
+                                             cache_dir=cache_dir or hf_cache_dir(), local_files_only=local_only,
+                                             library_name="zoo"))
+        except OfflineError as err:
+            if local_only and isinstance(err.__context__, LocalEntryNotFoundError):
+                raise _NotCached from None
+            raise
+        if _matches(local, spec):
+            return local
+        if local_only:  # a truncated or altered cache copy: never use it, fetch it again
+            _delete(local)
+            raise _NotCached
+        message = _mismatch(spec, local)
+        if _matches_server_claim(local):  # the server stands by these bytes: the repo changed, not the transfer
+            _delete(local)
+            raise RepoChangedError(
+                f"{message}: Hub repo {repo_id}@{revision} serves a different {spec.path} than this zoo release "
+                "pinned, so this Hub repo changed since this zoo release. Upgrade the zoo (`pip install -U "
+                "lightning-zoo`), or load the commit this release was made from with revision=<commit>.")
+        _delete(local)
+        if attempt == 1:
+            raise IntegrityError(f"{message}, twice in a row from {repo_id}@{revision}: the transfer or the server "
+                                 "is damaging the file. Nothing was kept; try again later or from another mirror.")
+    raise AssertionError("unreachable")
+
+
+def _snapshot_root(local: Path, repo_path: str) -> Path:
+    root = local
+    for _ in Path(repo_path).parts:
+        root = root.parent
+    return root
+
+
+def _hub_snapshot(entry: ModelEntry, revision: str, *, local_only: bool, endpoint: str | None,
+                  cache_dir: str | None) -> Path:
     snapshot = None
     for spec in entry.files:
-        try:
-            local = Path(
-                hf_hub_download(
-                    entry.repo,
-                    spec.path,
-                    revision=entry.revision,
-                    endpoint=endpoint or hf_endpoint(),
-                    cache_dir=cache_dir or hf_cache_dir(),
-                    local_files_only=offline,
-                    library_name="zoo",
-                )
-            )
-        except LocalEntryNotFoundError as err:
-            raise _offline_error(entry, "HF_HUB_OFFLINE is set" if offline else f"no connection: {err}") from None
-        except Exception:
-            _drop_incomplete(entry, cache_dir)
-            raise
-        verify_file(local, spec, delete_bad=True)
-        root = local
-        for _ in Path(spec.path).parts:
-            root = root.parent
-        snapshot = snapshot or root
-    if snapshot is None:
-        raise ValueError(f"model {entry.name!r} lists no files")
+        local = _hub_file(entry.hub_repo, spec, revision, local_only=local_only, endpoint=endpoint,
+                          cache_dir=cache_dir)
+        if snapshot is None:
+            snapshot = _snapshot_root(local, spec.path)
+            revision = snapshot.name  # the commit a branch resolved to: every file comes from that one commit
     return snapshot
 
 
-def _drop_incomplete(entry: ModelEntry, cache_dir: str | None) -> None:
-    """A failed transfer leaves ``*.incomplete`` blobs behind for resuming; never keep a bad partial."""
-    from huggingface_hub.constants import HF_HUB_CACHE
+def _fetch_hub(entry: ModelEntry, endpoint: str | None, cache_dir: str | None) -> Path:
+    """A released entry from its Hub home: no network call when every pinned file is cached and intact."""
+    revision = entry.revision or "main"
+    try:
+        return _hub_snapshot(entry, revision, local_only=True, endpoint=endpoint, cache_dir=cache_dir)
+    except _NotCached:
+        pass
+    if is_offline():
+        raise _offline_error(entry, "HF_HUB_OFFLINE is set")
+    try:
+        return _hub_snapshot(entry, revision, local_only=False, endpoint=endpoint, cache_dir=cache_dir)
+    except OfflineError as err:
+        raise _offline_error(entry, str(err)) from None
 
-    blobs = Path(cache_dir or hf_cache_dir() or HF_HUB_CACHE) / f"models--{entry.repo.replace('/', '--')}" / "blobs"
-    for partial in blobs.glob("*.incomplete"):
-        partial.unlink(missing_ok=True)
+
+# ----------------------------------------------------------------------------- ad-hoc Hub repos (hf://)
+def fetch_hf(repo_id: str, revision: str | None = None, *, endpoint: str | None = None,
+             cache_dir: str | None = None) -> Path:
+    """Any Hub repo at ``revision`` (branch, tag or commit; default ``main``), verified against the Hub's hashes.
+
+    The Hub's file metadata stands in for catalog pins: LFS files carry their sha256; regular files are
+    checked against their git blob id. The resolved manifest is saved under ``$ZOO_HOME/manifests`` so that a
+    commit loads later with no network call, and a branch loads from its last manifest when the network is down.
+    """
+    with _lock("hf", repo_id):
+        entry = _hf_entry(repo_id, revision or "main", endpoint, cache_dir)
+        try:
+            return _fetch_hub(entry, endpoint, cache_dir)
+        except OfflineError:
+            raise OfflineError(f"hf://{repo_id}@{revision or 'main'} is not fully on this machine and the Hub cannot "
+                               f"be reached; run `zoo download hf://{repo_id}` with network first, or pass a local "
+                               "folder to zoo.load") from None
+
+
+def _hf_entry(repo_id: str, revision: str, endpoint: str | None, cache_dir: str | None) -> ModelEntry:
+    manifests = zoo_home() / "manifests" / repo_id.replace("/", "--")
+    ref_file = manifests / "refs" / revision
+    cached = ref_file.exists()
+    is_commit = len(revision) == 40 and all(c in "0123456789abcdef" for c in revision)
+    if cached and (is_commit or is_offline()):  # a commit never moves
+        manifest = json.loads((manifests / f"{ref_file.read_text().strip()}.json").read_text())
+    elif is_offline():
+        raise OfflineError(f"hf://{repo_id}@{revision} was never downloaded here and HF_HUB_OFFLINE is set; run "
+                           f"`zoo download hf://{repo_id}` with network first, or pass a local folder to zoo.load")
+    else:
+        try:
+            manifest = _resolve_manifest(repo_id, revision, endpoint, cache_dir)
+        except OfflineError:
+            if not cached:
+                raise OfflineError(f"hf://{repo_id}@{revision} was never downloaded here and the Hub cannot be "
+                                   f"reached; run `zoo download hf://{repo_id}` with network first") from None
+            # the network is down: serve the branch as it was last seen
+            manifest = json.loads((manifests / f"{ref_file.read_text().strip()}.json").read_text())
+        else:
+            write_json_atomic(manifests / f"{manifest['commit']}.json", manifest)
+            for ref in {revision, manifest["commit"]}:
+                with atomic_path(manifests / "refs" / ref) as tmp:
+                    tmp.write_text(manifest["commit"])
+    files = tuple(FileSpec(f["path"], f["sha256"], f["size"]) for f in manifest["files"])
+    return ModelEntry(name=f"hf://{repo_id}@{manifest['commit']}", method="", repo=repo_id,
+                      revision=manifest["commit"], files=files)
+
+
+def _resolve_manifest(repo_id: str, revision: str, endpoint: str | None, cache_dir: str | None) -> dict:
+    """Pins for every non-pickle file of ``repo_id`` at ``revision``, from the Hub's hashes only."""
+    from huggingface_hub import HfApi
+
+    api = HfApi(endpoint=endpoint or hf_endpoint())
+    with _hub_call(repo_id, revision):
+        info = api.model_info(repo_id, revision=revision, files_metadata=True)
+    siblings = [s for s in info.siblings or [] if s.rfilename != ".gitattributes"]
+    kept = [s for s in siblings if not s.rfilename.endswith(PICKLE_SUFFIXES)]
+    if not any(s.rfilename.endswith(".safetensors") for s in kept):
+        pickles = sorted(s.rfilename for s in siblings if s.rfilename.endswith(PICKLE_SUFFIXES))
+        what = f"only pickle files ({', '.join(pickles[:5])})" if pickles else "no safetensors weights"
+        raise HubError(f"hf://{repo_id}@{revision} holds {what}: the zoo loads safetensors and never unpickles a "
+                       "file from a Hub repo. Convert a trusted copy with `zoo convert METHOD`.")
+    hashes = {s.rfilename: (s.lfs.sha256 if s.lfs else None, s.blob_id, s.size) for s in kept}
+    if any(sha is None and blob is None for sha, blob, _ in hashes.values()):
+        # some servers (mirrors) send no hashes in model_info: ask for each path's tree entry
+        with _hub_call(repo_id, info.sha):
+            for item in api.get_paths_info(repo_id, sorted(hashes), revision=info.sha):
+                lfs = getattr(item, "lfs", None)
+                hashes[item.path] = (lfs.sha256 if lfs else None, getattr(item, "blob_id", None),
+                                     getattr(item, "size", None))
+    files = []
+    for path, (sha, blob, size) in sorted(hashes.items()):
+        if sha:
+            files.append({"path": path, "sha256": sha, "size": size})
+        elif blob:
+            files.append({"path": path, **_verified_regular_file(repo_id, path, info.sha, blob, endpoint, cache_dir)})
+        else:
+            raise IntegrityError(f"hf://{repo_id}: the Hub sends no sha256 or git blob id for {path}, so the zoo "
+                                 "cannot verify it; load it from a server that does, or from a local folder")
+    return {"repo": repo_id, "commit": info.sha, "files": files}
+
+
+def _verified_regular_file(repo_id: str, path: str, commit: str, blob_id: str, endpoint: str | None,
+                           cache_dir: str | None) -> dict:
+    """A small regular file's sha256, from its bytes once they match the Hub's git blob id."""
+    from huggingface_hub import hf_hub_download
+
+    for _ in range(2):
+        with _hub_call(repo_id, commit, path):
+            local = Path(hf_hub_download(repo_id, path, revision=commit, endpoint=endpoint or hf_endpoint(),
+                                         cache_dir=cache_dir or hf_cache_dir(), library_name="zoo"))
+        if _git_blob_id(local) == blob_id:
+            return {"sha256": sha256_file(local), "size": local.stat().st_size}
+        _delete(local)  # a damaged cached or transferred copy: fetch it once more
+    raise IntegrityError(f"hf://{repo_id}/{path}: git blob id of the downloaded bytes is not {blob_id} from the "
+                         "Hub, twice in a row; nothing was kept")
+
+
+# ----------------------------------------------------------------------------- upstream files
+class _FormFinder(html.parser.HTMLParser):
+    """The download form of Google Drive's "can't scan this file for viruses" page: its action and hidden fields."""
+
+    def __init__(self):
+        super().__init__()
+        self.action: str | None = None
+        self.fields: dict[str, str] = {}
+        self._in_form = False
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "form" and self.action is None and attrs.get("action"):
+            self.action, self._in_form = attrs["action"], True
+        elif tag == "input" and self._in_form and attrs.get("name"):
+            self.fields[attrs["name"]] = attrs.get("value") or ""
+
+    def handle_endtag(self, tag):
+        if tag == "form":
+            self._in_form = False
+
+
+def _confirmation_url(page: bytes, url: str) -> str | None:
+    finder = _FormFinder()
+    finder.feed(page.decode("utf-8", "replace"))
+    if not finder.action or "id" not in finder.fields:
+        return None
+    action = urllib.parse.urljoin(url, finder.action)
+    return f"{action}?{urllib.parse.urlencode(finder.fields)}"
+
+
+def _retry_pause(attempt: int, retry_after: str | None) -> float:
+    if retry_after and retry_after.strip().isdigit():
+        return min(float(retry_after), 60.0)
+    return float(2**attempt)
 
 
 def _download_url(url: str, dest: Path, spec: FileSpec) -> None:
+    """Download ``url`` to ``dest``: resumes a partial ``.part`` with HTTP Range, retries connection errors and
+    5xx/429 with backoff, follows Google Drive's confirmation form, checks the sha256 before ``dest`` appears."""
     from tqdm.auto import tqdm
 
-    with atomic_path(dest) as tmp:
-        h = hashlib.sha256()
-        with urllib.request.urlopen(url, timeout=60) as response, open(tmp, "wb") as out:
-            if response.headers.get_content_type() == "text/html":
-                # a sign-in or confirmation page instead of the file: never pin or convert it
-                raise IntegrityError(
-                    f"{url} answered with an HTML page, not the file {spec.path}; the download link may have "
-                    "changed: fetch the file by hand and pass it to `zoo convert`"
-                )
-            total = int(response.headers.get("Content-Length") or 0) or None
-            with tqdm(total=total, unit="B", unit_scale=True, desc=Path(spec.path).name) as bar:
-                while block := response.read(1 << 20):
-                    out.write(block)
-                    h.update(block)
-                    bar.update(len(block))
-        if spec.sha256 and h.hexdigest() != spec.sha256:
-            raise IntegrityError(
-                f"{spec.path} from {url}: expected sha256 {spec.sha256}, got {h.hexdigest()}; nothing was kept"
-            )
+    from zoo import __version__
+
+    part = dest.with_name(dest.name + ".part")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    manual = f"or place a copy you downloaded yourself at {dest}"
+    attempt, confirmations = 0, 0
+    while True:
+        have = part.stat().st_size if part.exists() else 0
+        headers = {"User-Agent": f"zoo/{__version__}"}
+        if have:
+            headers["Range"] = f"bytes={have}-"
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=60) as response:
+                if response.headers.get_content_type() == "text/html":
+                    page = response.read(1 << 20)
+                    confirmed = _confirmation_url(page, url) if confirmations < 2 else None
+                    if confirmed is None:
+                        raise DownloadError(f"{url} answered with an HTML page, not the file {spec.path}; the link "
+                                            f"may have changed: fetch the file in a browser, {manual}")
+                    url, confirmations = confirmed, confirmations + 1
+                    continue
+                resumed = have and response.status == 206
+                if resumed and not (response.headers.get("Content-Range") or "").startswith(f"bytes {have}-"):
+                    resumed = False  # not the range asked for: start over
+                remaining = int(response.headers.get("Content-Length") or 0) or None
+                total = remaining + have if resumed and remaining else remaining
+                with open(part, "ab" if resumed else "wb") as out, tqdm(
+                    total=total, initial=have if resumed else 0, unit="B", unit_scale=True, desc=Path(spec.path).name
+                ) as bar:
+                    while block := response.read(1 << 20):
+                        out.write(block)
+                        bar.update(len(block))
+                if total is not None and part.stat().st_size < total:
+                    raise ConnectionError(f"the connection closed after {part.stat().st_size} of {total} bytes")
+            break
+        except urllib.error.HTTPError as err:
+            if err.code == 416 and have:  # the partial file is not a prefix the server knows: start over
+                part.unlink(missing_ok=True)
+                continue
+            if err.code in RETRY_STATUS and attempt < DOWNLOAD_RETRIES:
+                time.sleep(_retry_pause(attempt, err.headers.get("Retry-After")))
+                attempt += 1
+                continue
+            raise DownloadError(f"{url} answered HTTP {err.code} {err.reason} for {spec.path}"
+                                + (" (access denied: the link may need a sign-in)" if err.code in (401, 403) else "")
+                                + (" (not found: the link may have moved)" if err.code == 404 else "")
+                                + f"; {manual}") from None
+        except (urllib.error.URLError, ConnectionError, TimeoutError, http.client.HTTPException) as err:
+            if attempt < DOWNLOAD_RETRIES:
+                time.sleep(_retry_pause(attempt, None))
+                attempt += 1
+                continue
+            reason = getattr(err, "reason", err)
+            kept = f"; the {part.stat().st_size} bytes received are kept in {part} and resume next time" \
+                if part.exists() and part.stat().st_size else ""
+            raise OfflineError(f"download of {url} failed after {attempt + 1} tries ({reason}){kept}; {manual}") \
+                from None
+    if spec.sha256 and sha256_file(part) != spec.sha256:
+        actual = sha256_file(part)
+        part.unlink()
+        raise IntegrityError(f"{spec.path} from {url}: expected sha256 {spec.sha256}, got {actual}; nothing was kept")
+    os.replace(part, dest)
+
+
+def _parse_hf_url(url: str) -> tuple[str, str | None, str]:
+    """``hf://owner/name[@revision]/path`` -> (repo id, revision, path)."""
+    owner, name_at, path = url[len("hf://"):].split("/", 2)
+    name, _, revision = name_at.partition("@")
+    return f"{owner}/{name}", revision or None, path
+
+
+def _fetch_hf_upstream(entry: ModelEntry, spec: FileSpec) -> Path:
+    """An official file hosted on the Hub: through the HF cache, checked against the Hub's LFS sha256."""
+    from huggingface_hub import hf_hub_download
+
+    repo_id, revision, path = _parse_hf_url(spec.url)
+    revision = revision or "main"
+    for attempt in range(2):
+        with _hub_call(repo_id, revision, path):
+            local = Path(hf_hub_download(repo_id, path, revision=revision, endpoint=hf_endpoint(),
+                                         cache_dir=hf_cache_dir(), local_files_only=is_offline(),
+                                         library_name="zoo"))
+        if (spec.sha256 and _matches(local, spec)) or (not spec.sha256 and _matches_server_claim(local)):
+            return local
+        _delete(local)
+        if spec.sha256 is None and len(Path(os.path.realpath(local)).name) not in (40, 64):
+            raise IntegrityError(f"{spec.url}: the server sent no hash for {path}, so it cannot be verified; "
+                                 f"download it from the Hub itself")
+    raise IntegrityError(f"{spec.url}: the downloaded bytes do not match "
+                         f"{'the pinned sha256 ' + spec.sha256 if spec.sha256 else 'the hash the Hub announced'}, "
+                         "twice in a row; nothing was kept")
 
 
 def _upstream_pin(entry: ModelEntry, spec: FileSpec, path: Path) -> FileSpec:
@@ -226,18 +575,21 @@ def _fetch_upstream(entry: ModelEntry) -> Path:
     downloads = zoo_home() / "downloads" / entry.name
     files: dict[str, Path] = {}
     pinned: dict[str, str] = {}
-    for spec in entry.files:
-        dest = downloads / spec.path
-        if not dest.exists():
-            if is_offline():
-                raise _offline_error(entry, "ZOO_OFFLINE/HF_HUB_OFFLINE is set")
+    for spec in entry.upstream:
+        if spec.url.startswith("hf://"):
             try:
-                _download_url(spec.url, dest, spec)
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as err:
-                raise _offline_error(entry, f"download of {spec.url} failed: {err}") from None
-        spec = _upstream_pin(entry, spec, dest)
-        verify_file(dest, spec, delete_bad=True)
-        files[spec.path] = dest
+                local = _fetch_hf_upstream(entry, spec)
+            except OfflineError as err:
+                raise _offline_error(entry, str(err)) from None
+        else:
+            local = downloads / spec.path
+            if not local.exists():
+                if is_offline():
+                    raise _offline_error(entry, "ZOO_OFFLINE/HF_HUB_OFFLINE is set")
+                _download_url(spec.url, local, spec)
+        spec = _upstream_pin(entry, spec, local)
+        verify_file(local, spec, delete_bad=True)
+        files[spec.path] = local
         pinned[spec.path] = spec.sha256
     digest = hashlib.sha256(json.dumps(pinned, sort_keys=True).encode()).hexdigest()[:16]
     out = zoo_home() / "converted" / entry.name / digest
@@ -256,73 +608,48 @@ def _fetch_upstream(entry: ModelEntry) -> Path:
 def fetch(entry: ModelEntry | str, *, endpoint: str | None = None, cache_dir: str | None = None) -> Path:
     """Return a local folder with every file of ``entry``, each verified against its sha256.
 
-    Safe to call from several processes at once: a per-model file lock serialises the first download.
+    Safe to call from several processes at once: a file lock per Hub repo (per model for upstream files)
+    serialises the first download.
     """
     if isinstance(entry, str):
         entry = get_entry(entry)
-    if entry.source == "embedded":  # read in place: nothing to download, nothing to lock
-        return _fetch_embedded(entry)
-    locks = zoo_home() / "locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(locks / f"{entry.name}.lock")):
-        if entry.source == "hf":
-            return _fetch_hf(entry, endpoint, cache_dir)
+    if entry.released:
+        mirror = embedded_hub_dir() / entry.name
+        if mirror.is_dir():  # read in place: nothing to download, nothing to lock
+            for spec in entry.files:
+                verify_file(mirror / spec.path, spec, delete_bad=False)
+            return mirror
+        with _lock("hf", entry.hub_repo):
+            return _fetch_hub(entry, endpoint, cache_dir)
+    with _lock("upstream", entry.name):
         return _fetch_upstream(entry)
 
 
-def download(name: str, **kwargs) -> Path:
-    """Fetch ``name`` into the local cache (for later offline use) and return its folder."""
-    return fetch(name, **kwargs)
+def resolve_repo(name_or_path: str | os.PathLike, *, revision: str | None = None, **kwargs) -> Path:
+    """The verified local folder behind a catalog name, ``hf://owner/repo[@revision]``, or a local repo folder."""
+    text = str(name_or_path)
+    if text.startswith("hf://"):
+        repo_id, _, at = text[len("hf://"):].partition("@")
+        return fetch_hf(repo_id, revision or at or None, **kwargs)
+    path = Path(text).expanduser()
+    if path.is_dir():
+        if revision is not None:
+            raise ValueError(f"revision= applies to Hub models, not to the local folder {path}")
+        return path
+    if isinstance(name_or_path, os.PathLike) or "/" in text or os.sep in text or text.startswith((".", "~")):
+        # catalog names never contain a slash; Hub repos are spelled hf://owner/repo
+        raise FileNotFoundError(
+            f"{path} is not a folder (a zoo repo folder holds config.json + model.safetensors); "
+            "for a Hugging Face repo write hf://owner/repo"
+        )
+    entry = get_entry(text)
+    if revision is not None and revision != entry.revision:
+        if not entry.released:
+            raise ValueError(f"model {entry.name!r} is converted from its official files, which have no revisions")
+        return fetch_hf(entry.hub_repo, revision, **kwargs)  # another commit: verified by the Hub's own hashes
+    return fetch(entry, **kwargs)
 
 
-def hf_entry(repo_id: str, revision: str | None = None, *, endpoint: str | None = None, method: str = "") -> ModelEntry:
-    """An ad-hoc entry for any Hub repo at ``revision`` (a branch, tag or commit).
-
-    The Hub's own file metadata stands in for catalog pins: LFS files carry their sha256; small regular files
-    are checked against their git blob id after download. The resolved manifest is saved under
-    ``$ZOO_HOME/manifests`` so the same repo loads later with no network call.
-    """
-    manifests = zoo_home() / "manifests" / repo_id.replace("/", "--")
-    ref_file = manifests / "refs" / (revision or "main")
-    pinned_and_known = ref_file.exists() and len(revision or "") == 40  # a commit id never moves
-    if is_offline() or pinned_and_known:
-        if not ref_file.exists():
-            raise OfflineError(
-                f"{repo_id}@{revision or 'main'} was never downloaded here and the network is off; "
-                f"run `zoo download hf://{repo_id}` with network first, or pass a local folder to zoo.load"
-            )
-        manifest = json.loads((manifests / f"{ref_file.read_text().strip()}.json").read_text())
-    else:
-        manifest = _resolve_manifest(repo_id, revision, endpoint)
-        write_json_atomic(manifests / f"{manifest['commit']}.json", manifest)
-        for ref in {revision or "main", manifest["commit"]}:
-            with atomic_path(manifests / "refs" / ref) as tmp:
-                tmp.write_text(manifest["commit"])
-    files = tuple(FileSpec(f["path"], f["sha256"], f["size"]) for f in manifest["files"])
-    return ModelEntry(
-        name=f"hf://{repo_id}@{manifest['commit']}", method=method, source="hf", repo=repo_id,
-        revision=manifest["commit"], files=files,
-    )
-
-
-def _resolve_manifest(repo_id: str, revision: str | None, endpoint: str | None) -> dict:
-    from huggingface_hub import HfApi, hf_hub_download
-
-    api = HfApi(endpoint=endpoint or hf_endpoint())
-    info = api.model_info(repo_id, revision=revision, files_metadata=True)
-    files = []
-    for sib in info.siblings:
-        if not (sib.rfilename.endswith((".safetensors", ".json", ".md", ".yaml", ".txt", ".png", ".svg"))):
-            continue  # never fetch pickles or anything else the zoo does not read
-        if sib.lfs is not None:
-            files.append({"path": sib.rfilename, "sha256": sib.lfs.sha256, "size": sib.lfs.size})
-            continue
-        local = Path(hf_hub_download(repo_id, sib.rfilename, revision=info.sha, endpoint=endpoint or hf_endpoint(),
-                                     cache_dir=hf_cache_dir(), library_name="zoo"))
-        data = local.read_bytes()
-        git_id = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-        if sib.blob_id and git_id != sib.blob_id:
-            _delete(local)
-            raise IntegrityError(f"{repo_id}/{sib.rfilename}: git blob id {git_id} != {sib.blob_id} from the Hub")
-        files.append({"path": sib.rfilename, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)})
-    return {"repo": repo_id, "commit": info.sha, "files": files}
+def download(name: str, *, revision: str | None = None, **kwargs) -> Path:
+    """Fetch ``name`` (a catalog name or ``hf://owner/repo[@revision]``) into the local cache; return its folder."""
+    return resolve_repo(name, revision=revision, **kwargs)

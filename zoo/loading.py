@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 from zoo._io import CONFIG_NAME
-from zoo.hub import fetch, hf_entry
+from zoo.hub import resolve_repo
 from zoo.module import ZooModule
-from zoo.registry import get_entry, resolve_module_class
+from zoo.registry import resolve_module_class
 
 __all__ = ["load", "resolve_repo", "parse_dtype"]
 
@@ -31,31 +30,6 @@ def parse_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
         return _DTYPES[str(dtype).removeprefix("torch.")]
     except KeyError:
         raise ValueError(f"unknown dtype {dtype!r}; use one of {sorted(_DTYPES)}") from None
-
-
-def resolve_repo(name_or_path: str | os.PathLike, *, revision: str | None = None) -> Path:
-    """The verified local folder behind a catalog name, ``hf://owner/repo``, or a local repo folder."""
-    text = str(name_or_path)
-    if text.startswith("hf://"):
-        repo_id, _, at = text[5:].partition("@")
-        return fetch(hf_entry(repo_id, revision or at or None))
-    path = Path(text).expanduser()
-    if path.is_dir():
-        if revision is not None:
-            raise ValueError(f"revision= applies to Hub models, not to the local folder {path}")
-        return path
-    if isinstance(name_or_path, os.PathLike) or "/" in text or os.sep in text or text.startswith((".", "~")):
-        # catalog names never contain a slash; Hub repos are spelled hf://owner/repo
-        raise FileNotFoundError(
-            f"{path} is not a folder (a zoo repo folder holds config.json + model.safetensors); "
-            "for a Hugging Face repo write hf://owner/repo"
-        )
-    entry = get_entry(text)
-    if revision is not None and revision != entry.revision:
-        if entry.source != "hf":
-            raise ValueError(f"model {entry.name!r} comes from the {entry.source} source, which has no revisions")
-        entry = replace(hf_entry(entry.repo, revision), name=entry.name, method=entry.method)
-    return fetch(entry)
 
 
 def load(

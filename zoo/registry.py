@@ -10,10 +10,14 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import importlib
+import importlib.util
+import json
+import os
 import pkgutil
 import warnings
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
+from pathlib import Path
 from typing import Any, Callable
 
 __all__ = [
@@ -29,9 +33,22 @@ __all__ = [
     "info",
     "resolve_module_class",
     "import_object",
+    "hub_org",
+    "read_pins",
+    "pins_path",
 ]
 
-SOURCES = ("embedded", "hf", "upstream")
+DEFAULT_HUB_ORG = "lightning-zoo"
+_HEX = frozenset("0123456789abcdef")
+
+
+def hub_org() -> str:
+    """The Hugging Face org that holds the zoo's repos: ``$ZOO_HF_ORG``, default ``lightning-zoo``."""
+    return os.environ.get("ZOO_HF_ORG") or DEFAULT_HUB_ORG
+
+
+def _is_hex(text: str | None, n: int) -> bool:
+    return isinstance(text, str) and len(text) == n and set(text) <= _HEX
 
 
 class UnknownModelError(KeyError):
@@ -43,10 +60,15 @@ class UnknownModelError(KeyError):
 
 @dataclass(frozen=True)
 class FileSpec:
-    """One file of a model repo, pinned by content."""
+    """One file, pinned by content.
+
+    In a zoo repo (``ModelEntry.files``) every file has its sha256 and size. An official upstream file
+    (``ModelEntry.upstream``) also has its ``url``: ``https://…``, or ``hf://owner/repo[@revision]/path`` for a file
+    on the Hugging Face Hub; its sha256 and size are None where they were never measured (pinned on first use).
+    """
 
     path: str  # path inside the repo (or the cache name of an upstream file)
-    sha256: str | None  # None only for upstream files whose hash could not be measured: pinned on first use
+    sha256: str | None
     size: int | None
     url: str | None = None  # only for upstream files
 
@@ -55,21 +77,27 @@ class FileSpec:
 class ModelEntry:
     """Everything the zoo knows about one named checkpoint (timm's pretrained-config, for the zoo).
 
-    ``source`` says where the files live:
-      * ``"embedded"``: ``repo`` is a folder of the embedded ``hub/``;
-      * ``"hf"``: ``repo`` is a Hugging Face repo id pinned at the 40-hex ``revision``;
-      * ``"upstream"``: the files carry official ``url``s and ``converter`` (a ``"module:function"`` path,
-        called as ``converter(files: dict[str, Path], out_dir: Path, entry)``) turns them into a zoo repo.
+    Where the files live is separate from whether they need converting:
+
+    * ``files`` pin the zoo repo (config.json, safetensors, card) by sha256 and size. It lives on the Hugging
+      Face Hub at ``hub_repo`` (``repo``, or ``<ZOO_HF_ORG>/<name>``), at ``revision`` when a commit is known
+      (the sha256 pins make a moving ``main`` safe), and in the embedded ``hub/<name>`` mirror when present.
+    * ``upstream`` lists the authors' official files and ``converter`` (``"module:function"``, called as
+      ``converter(files: dict[str, Path], out_dir: Path, entry)``) turns them into a zoo repo with
+      ``convert_args``. They are the provenance of a converted repo, and where the zoo repo is not released yet
+      (``files`` empty) they are downloaded and converted on first load.
+    * ``architecture`` is display text only.
     """
 
     name: str
     method: str
-    source: str
-    repo: str
-    files: tuple[FileSpec, ...]
-    architecture: dict[str, Any] = field(default_factory=dict)
-    revision: str | None = None
+    files: tuple[FileSpec, ...] = ()
+    repo: str | None = None  # the Hub home, "owner/name"; None: f"{hub_org()}/{name}"
+    revision: str | None = None  # a 40-hex Hub commit, only when one is known
+    upstream: tuple[FileSpec, ...] = ()
     converter: str | None = None
+    convert_args: dict[str, Any] = field(default_factory=dict)
+    architecture: dict[str, Any] = field(default_factory=dict)
     license: str = "unknown"
     paper: str = ""
     description: str = ""
@@ -77,26 +105,67 @@ class ModelEntry:
     recipe: str | None = None
     defaults: dict[str, Any] = field(default_factory=dict)  # task defaults, e.g. sampling settings
     base_model: str | None = None  # for deltas and fine-tunes: the catalog name of the base
+    download_size: int | None = None  # bytes of the official files, where the official sources state it
 
     def __post_init__(self) -> None:
-        if self.source not in SOURCES:
-            raise ValueError(f"model {self.name!r}: source must be one of {SOURCES}, got {self.source!r}")
-        if self.source == "hf" and not (
-            self.revision and len(self.revision) == 40 and all(c in "0123456789abcdef" for c in self.revision)
-        ):
-            raise ValueError(f"model {self.name!r}: a Hugging Face source needs a pinned 40-hex revision")
-        if self.source == "upstream" and (not self.converter or any(f.url is None for f in self.files)):
-            raise ValueError(f"model {self.name!r}: an upstream source needs a converter and a url per file")
+        where = f"model {self.name!r}"
+        if not self.files and not self.upstream:
+            raise ValueError(f"{where} lists no files: pin its repo's files, or name its upstream files")
         for f in self.files:
-            if f.sha256 is None and self.source == "upstream":
-                continue
-            if f.sha256 is None or len(f.sha256) != 64:
-                raise ValueError(f"model {self.name!r}: file {f.path!r} needs a 64-hex sha256")
+            if not _is_hex(f.sha256, 64) or not isinstance(f.size, int) or f.url is not None:
+                raise ValueError(f"{where}: repo file {f.path!r} needs a 64-hex sha256 and a size (and no url)")
+        if self.repo is not None and (self.repo.count("/") != 1 or not all(self.repo.split("/"))):
+            raise ValueError(f"{where}: repo must be a Hub repo id 'owner/name', got {self.repo!r}")
+        if self.revision is not None and not _is_hex(self.revision, 40):
+            raise ValueError(f"{where}: revision pins a commit: a 40-hex id, got {self.revision!r}")
+        if self.upstream and not self.converter:
+            raise ValueError(f"{where}: upstream files need a converter")
+        for f in self.upstream:
+            if not f.url or not f.url.startswith(("https://", "http://", "hf://", "file://")):
+                raise ValueError(f"{where}: upstream file {f.path!r} needs an https://, hf:// or file:// url")
+            if f.sha256 is not None and not _is_hex(f.sha256, 64):
+                raise ValueError(f"{where}: upstream file {f.path!r} has a malformed sha256 {f.sha256!r}")
+
+    @property
+    def hub_repo(self) -> str:
+        return self.repo or f"{hub_org()}/{self.name}"
+
+    @property
+    def released(self) -> bool:
+        """Whether the zoo repo is pinned (else it is converted from ``upstream`` on first load)."""
+        return bool(self.files)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["files"] = [asdict(f) for f in self.files]
+        d["upstream"] = [asdict(f) for f in self.upstream]
+        d["hub_repo"] = self.hub_repo
         return d
+
+
+# ----------------------------------------------------------------------------- pins files
+PINS_NAME = "pins.json"
+
+
+def pins_path(package: str) -> Path:
+    """``pins.json`` beside a catalog package (``zoo release`` writes it; the catalog reads it)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(f"{package!r} is not a package")
+    return Path(next(iter(spec.submodule_search_locations))) / PINS_NAME
+
+
+def read_pins(package: str) -> dict[str, dict[str, Any]]:
+    """The pins of a catalog package: ``{name: {"files": (FileSpec, ...), "revision": str | None}}``."""
+    path = pins_path(package)
+    if not path.exists():
+        return {}
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    return {
+        name: {"files": tuple(FileSpec(f["path"], f["sha256"], f["size"]) for f in pin["files"]),
+               "revision": pin.get("revision")}
+        for name, pin in raw.items()
+    }
 
 
 @dataclass(frozen=True)

@@ -55,17 +55,16 @@ def test_catalog_lists_the_official_mistral_deltas():
     assert len(names) == 6 and "bitdelta-mistral-7b-zephyr-7b-beta" in names
     for name in names:
         entry = zoo.registry.get_entry(name)
-        assert entry.source == "upstream" and entry.repo == "FasterDecoding/BitDelta_Mistral_combo"
-        assert entry.architecture["base"] == "mistralai/Mistral-7B-v0.1"
-        (spec,) = entry.files
+        assert not entry.released and entry.convert_args["base"] == "mistralai/Mistral-7B-v0.1"
+        (spec,) = entry.upstream
         assert spec.sha256 is None and spec.url == (
-            f"https://huggingface.co/FasterDecoding/BitDelta_Mistral_combo/resolve/main/{entry.architecture['hf_folder']}/diff.pt")
+            f"hf://FasterDecoding/BitDelta_Mistral_combo/{entry.architecture['hf_folder']}/diff.pt")
 
 
 def test_upstream_converter_on_an_official_file(tmp_path, logits):
     entry = zoo.registry.get_entry("bitdelta-mistral-7b-openchat-3.5")
     fixture_entry = copy.copy(entry)
-    object.__setattr__(fixture_entry, "architecture", {**entry.architecture, "num_modules": 14})
+    object.__setattr__(fixture_entry, "convert_args", {**entry.convert_args, "num_modules": 14})
     from_upstream({"openchat_3.5_bitdelta/diff.pt": FIXTURES / "diff.pt"}, tmp_path / "converted", fixture_entry)
     delta = BitDelta.load(tmp_path / "converted")
     assert delta.base == "mistralai/Mistral-7B-v0.1" and len(delta.shapes) == 14

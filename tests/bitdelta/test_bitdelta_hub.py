@@ -174,8 +174,7 @@ def test_catalog_delta_loads_its_catalog_base(tmp_path, monkeypatch):
     monkeypatch.setenv("ZOO_HUB", str(hub))
     for name, base_name in (("bitdelta-test-toy-base", None), ("bitdelta-test-toy-delta", "bitdelta-test-toy-base")):
         files = tuple(FileSpec(f.name, sha256_file(f), f.stat().st_size) for f in sorted((hub / name).iterdir()))
-        register_model(ModelEntry(name=name, method="bitdelta" if base_name else "toy", source="embedded", repo=name,
-                                  files=files, base_model=base_name))
+        register_model(ModelEntry(name=name, method="bitdelta" if base_name else "toy", files=files, base_model=base_name))
     model = zoo.load("bitdelta-test-toy-delta")
     x = torch.randn(3, 4)
     with torch.no_grad():

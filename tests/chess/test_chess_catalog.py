@@ -12,11 +12,11 @@ def test_catalog_entries_point_at_the_official_zips():
     names = zoo.list_models(method="chess")
     assert {"chess-9m", "chess-136m", "chess-270m", "chess-9m-sv", "chess-9m-bc"} <= set(names)
     entry = get_entry("chess-270m")
-    assert entry.source == "upstream" and entry.converter == "zoo.chess.convert:from_upstream"
-    assert entry.files[0].url == "https://storage.googleapis.com/searchless_chess/checkpoints/270M.zip"
-    assert entry.files[0].sha256 is None
-    assert get_entry("chess-9m-bc").files[0].url.endswith("/9M_behavioral_cloning.zip")
-    assert get_entry("chess-9m-sv").architecture["policy"] == "state_value"
+    assert not entry.released and entry.converter == "zoo.chess.convert:from_upstream"
+    assert entry.upstream[0].url == "https://storage.googleapis.com/searchless_chess/checkpoints/270M.zip"
+    assert entry.upstream[0].sha256 is None
+    assert get_entry("chess-9m-bc").upstream[0].url.endswith("/9M_behavioral_cloning.zip")
+    assert get_entry("chess-9m-sv").convert_args["policy"] == "state_value"
 
 
 def test_upstream_converter_on_an_official_style_zip(fixtures_dir, tmp_path, monkeypatch):
@@ -37,8 +37,8 @@ def test_upstream_converter_on_an_official_style_zip(fixtures_dir, tmp_path, mon
     entry = replace(
         get_entry("chess-9m"),
         name="chess-test-tiny-zip",
-        files=(FileSpec("tiny.zip", None, None, archive.as_uri()),),
-        architecture={**get_entry("chess-9m").architecture, "num_heads": 4, "num_params": 102_816},
+        upstream=(FileSpec("tiny.zip", None, None, archive.as_uri()),),
+        convert_args={**get_entry("chess-9m").convert_args, "num_heads": 4, "num_params": 102_816},
     )
     register_model(entry)
     model = zoo.load("chess-test-tiny-zip")
@@ -52,7 +52,8 @@ def test_cli_convert_and_board(fixtures_dir, tmp_path, capsys):
     from zoo.cli import main
 
     out = tmp_path / "repo"
-    assert main(["convert", "chess", str(fixtures_dir / "model_av_tiny" / "params.npz"), "--out", str(out), "--num-heads", "4"]) == 0
+    assert main(["convert", "chess", str(fixtures_dir / "model_av_tiny" / "params.npz"), "--out", str(out), "--num-heads", "4",
+                 "--policy", "action_value"]) == 0
     assert "102,816 parameters" in capsys.readouterr().out
     assert json.loads((out / "config.json").read_text())["hparams"]["num_heads"] == 4
     assert main(["chess", "board", str(out), "--out", str(tmp_path / "b.svg"), "--fen", "4k3/8/8/8/8/8/4P3/4K3 w - - 0 1"]) == 0

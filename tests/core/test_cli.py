@@ -22,7 +22,7 @@ def test_readme_model_table_is_current():
 
 
 def test_list_and_info(capsys):
-    register_model(ModelEntry(name="toy-cli", method="toy", source="embedded", repo="toy-cli",
+    register_model(ModelEntry(name="toy-cli", method="toy",
                               files=(FileSpec("model.safetensors", "a" * 64, 2048),), metrics={"mse": 0.25},
                               description="a toy"))
     assert main(["list", "toy-c*"]) == 0

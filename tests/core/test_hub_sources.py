@@ -14,7 +14,7 @@ from toy import ToyRegressor
 
 import zoo
 from zoo._io import sha256_file
-from zoo.hub import IntegrityError, OfflineError
+from zoo.hub import DownloadError, IntegrityError, OfflineError
 from zoo.registry import FileSpec, ModelEntry, register_model
 
 
@@ -70,8 +70,7 @@ def _upstream_entry(name, server, data, *, pinned=True):
                     len(data) if pinned else None, url=f"{server.url}/{name}/official.safetensors")
     server.files[f"/{name}/official.safetensors"] = data
     return register_model(ModelEntry(
-        name=name, method="toy", source="upstream", repo=name, files=(spec,),
-        converter="toy:convert_upstream", architecture={"width": 8},
+        name=name, method="toy", upstream=(spec,), converter="toy:convert_upstream", convert_args={"width": 8},
     ))
 
 
@@ -95,7 +94,7 @@ def test_upstream_tampered_file_is_rejected_and_not_kept(tmp_path, files_server,
     _, data = _official_bytes(tmp_path)
     entry = _upstream_entry("toy-tampered", files_server, data)
     files_server.files["/toy-tampered/official.safetensors"] = data[:-1] + bytes([data[-1] ^ 1])
-    with pytest.raises(IntegrityError, match=f"expected sha256 {entry.files[0].sha256}"):
+    with pytest.raises(IntegrityError, match=f"expected sha256 {entry.upstream[0].sha256}"):
         zoo.load("toy-tampered")
     downloads = isolated_caches / "zoo" / "downloads" / "toy-tampered"
     assert not downloads.exists() or not any(downloads.iterdir())
@@ -103,14 +102,20 @@ def test_upstream_tampered_file_is_rejected_and_not_kept(tmp_path, files_server,
     zoo.load("toy-tampered")
 
 
-def test_upstream_truncated_transfer_leaves_nothing(tmp_path, files_server, isolated_caches):
+def test_upstream_truncated_transfer_is_retried_then_reported(tmp_path, files_server, isolated_caches, monkeypatch):
+    pauses = []
+    monkeypatch.setattr("time.sleep", pauses.append)
     _, data = _official_bytes(tmp_path)
     _upstream_entry("toy-up-trunc", files_server, data)
     files_server.truncate.add("/toy-up-trunc/official.safetensors")
-    with pytest.raises(Exception):
+    with pytest.raises(OfflineError, match="failed after 5 tries") as err:
         zoo.load("toy-up-trunc")
+    assert pauses == [1, 2, 4, 8]  # backoff between the tries
     downloads = isolated_caches / "zoo" / "downloads" / "toy-up-trunc"
-    assert not downloads.exists() or not any(downloads.iterdir())
+    assert str(downloads / "official.safetensors") in str(err.value)  # where a manual copy can go
+    assert not (downloads / "official.safetensors").exists()  # only the resumable .part, never the file itself
+    files_server.truncate.clear()
+    zoo.load("toy-up-trunc")
 
 
 def test_cached_file_tampered_on_disk_is_deleted(tmp_path, files_server, isolated_caches):
@@ -129,7 +134,7 @@ def test_cached_file_tampered_on_disk_is_deleted(tmp_path, files_server, isolate
 
 def test_html_page_is_never_pinned(tmp_path, files_server, isolated_caches):
     _upstream_entry("toy-html", files_server, b"<!DOCTYPE html><p>Sign in to continue</p>", pinned=False)
-    with pytest.raises(IntegrityError, match="HTML page"):
+    with pytest.raises(DownloadError, match="HTML page"):
         zoo.load("toy-html")
     assert not (isolated_caches / "zoo" / "pins" / "toy-html.json").exists()
     assert not (isolated_caches / "zoo" / "downloads" / "toy-html" / "official.safetensors").exists()
@@ -152,7 +157,7 @@ def test_offline_without_cache_says_how_to_get_it(tmp_path, files_server, monkey
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(OfflineError, match="zoo download toy-offline") as err:
         zoo.load("toy-offline")
-    assert "ZOO_HUB" in str(err.value) and "local repo folder" in str(err.value)
+    assert "downloads/toy-offline" in str(err.value) and "local repo folder" in str(err.value)
     assert files_server.hits == []
     monkeypatch.delenv("HF_HUB_OFFLINE")
     zoo.load("toy-offline")
@@ -164,8 +169,8 @@ def test_offline_without_cache_says_how_to_get_it(tmp_path, files_server, monkey
 
 def test_no_network_gives_offline_error():
     register_model(ModelEntry(
-        name="toy-unreachable", method="toy", source="upstream", repo="x", converter="toy:convert_upstream",
-        files=(FileSpec("official.safetensors", "1" * 64, 10, url="http://127.0.0.1:9/official.safetensors"),),
+        name="toy-unreachable", method="toy", converter="toy:convert_upstream",
+        upstream=(FileSpec("official.safetensors", "1" * 64, 10, url="http://127.0.0.1:9/official.safetensors"),),
     ))
     with pytest.raises(OfflineError, match="download of http://127.0.0.1:9/official.safetensors failed"):
         zoo.load("toy-unreachable")
@@ -176,7 +181,7 @@ def test_embedded_source(tmp_path, monkeypatch):
     model = ToyRegressor(width=4)
     names = model.save_pretrained(hub / "toy-emb")
     files = tuple(FileSpec(n, sha256_file(hub / "toy-emb" / n), (hub / "toy-emb" / n).stat().st_size) for n in names)
-    register_model(ModelEntry(name="toy-emb", method="toy", source="embedded", repo="toy-emb", files=files))
+    register_model(ModelEntry(name="toy-emb", method="toy", files=files))
     monkeypatch.setenv("ZOO_HUB", str(hub))
     assert torch.equal(zoo.load("toy-emb").net[0].weight, model.net[0].weight)
     weights = hub / "toy-emb" / "model.safetensors"
@@ -191,9 +196,9 @@ CONCURRENT = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     import toy, zoo
     from zoo.registry import FileSpec, ModelEntry, register_model
-    register_model(ModelEntry(name="toy-race", method="toy", source="upstream", repo="toy-race",
-        converter="toy:convert_upstream", architecture={{"width": 8}},
-        files=(FileSpec("official.safetensors", {sha!r}, {size}, url={url!r}),)))
+    register_model(ModelEntry(name="toy-race", method="toy",
+        converter="toy:convert_upstream", convert_args={{"width": 8}},
+        upstream=(FileSpec("official.safetensors", {sha!r}, {size}, url={url!r}),)))
     m = zoo.load("toy-race")
     print(float(sum(p.detach().sum() for p in m.parameters())))
 """)

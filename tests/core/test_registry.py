@@ -8,7 +8,7 @@ SHA = "0" * 64
 
 
 def _entry(name, method="toy", **kw):
-    return ModelEntry(name=name, method=method, source="embedded", repo=name, files=(FileSpec("config.json", SHA, 1),), **kw)
+    return ModelEntry(name=name, method=method, files=(FileSpec("config.json", SHA, 1),), **kw)
 
 
 def test_list_filters_by_pattern_and_method():
@@ -48,14 +48,17 @@ def test_info_is_plain_dict():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"source": "hf", "revision": "main"}, "pinned 40-hex revision"),
-        ({"source": "upstream"}, "converter and a url"),
-        ({"source": "ftp"}, "source must be one of"),
+        ({"revision": "main"}, "a 40-hex id"),
+        ({"files": ()}, "lists no files"),
+        ({"upstream": (FileSpec("a.pt", None, None, url="https://example.org/a.pt"),)}, "need a converter"),
+        ({"upstream": (FileSpec("a.pt", None, None),), "converter": "m:f"}, "needs an https://, hf:// or file:// url"),
         ({"files": (FileSpec("a", "abc", 1),)}, "64-hex sha256"),
+        ({"files": (FileSpec("a", SHA, None),)}, "and a size"),
+        ({"repo": "no-owner"}, "'owner/name'"),
     ],
 )
 def test_entry_validation(kwargs, message):
-    base = dict(name="bad", method="toy", source="embedded", repo="bad", files=(FileSpec("a", SHA, 1),))
+    base = dict(name="bad", method="toy", files=(FileSpec("a", SHA, 1),))
     with pytest.raises(ValueError, match=message):
         ModelEntry(**{**base, **kwargs})
 

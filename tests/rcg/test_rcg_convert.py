@@ -109,7 +109,7 @@ def test_cli_convert_and_upstream_converter(tmp_path):
     assert torch.equal(zoo.load(out).encode(data["images"]), data["codes"])
 
     entry = zoo.registry.get_entry("rcg-imagenet256")
-    tiny_entry = type(entry)(**{**entry.__dict__, "architecture": TINY,
+    tiny_entry = type(entry)(**{**entry.__dict__, "convert_args": TINY,
                                 "defaults": {"cfg": 2.0, "temperature": 3.0, "steps": 5, "rdm_steps": 7, "eta": 1.0}})
     files = {"mage-vitl.pth": FIXTURES / "mage_tiny" / "mage_ckpt.pth", "rdm-mocov3vitl.pth": FIXTURES / "rdm_tiny" / "rdm_ckpt.pth"}
     from_upstream(files, tmp_path / "pipe", tiny_entry)
@@ -123,9 +123,9 @@ def test_catalog_entries():
     assert names == ["rcg-imagenet256", "rcg-imagenet256-classcond", "rcg-imagenet256-mage-b",
                      "rcg-imagenet256-mage-b-classcond"]
     main = zoo.registry.get_entry("rcg-imagenet256")
-    assert main.source == "upstream" and main.converter == "zoo.rcg.convert:from_upstream"
+    assert not main.released and main.converter == "zoo.rcg.convert:from_upstream"
     assert main.metrics["fid"] == 2.15 and main.defaults["cfg"] == 6.0 and main.defaults["temperature"] == 11.0
-    assert all(f.sha256 is None and f.url.startswith("https://") for f in main.files)
+    assert all(f.sha256 is None and f.url.startswith("https://") for f in main.upstream)
     assert zoo.registry.get_entry("rcg-imagenet256-mage-b").defaults["cfg"] == 1.0
 
 
@@ -171,8 +171,8 @@ def test_upstream_entry_downloads_converts_and_caches(tmp_path):
         entry = zoo.registry.get_entry("rcg-imagenet256")
         files = (FileSpec("mage-vitl.pth", None, None, f"{url}/mage_tiny/mage_ckpt.pth"),
                  FileSpec("rdm-mocov3vitl.pth", None, None, f"{url}/rdm_tiny/rdm_ckpt.pth"))
-        register_model(ModelEntry(**{**entry.__dict__, "name": "rcg-tiny-loopback", "files": files,
-                                     "architecture": TINY, "defaults": {"cfg": 1.5, "steps": 3, "rdm_steps": 4}}))
+        register_model(ModelEntry(**{**entry.__dict__, "name": "rcg-tiny-loopback", "upstream": files,
+                                     "convert_args": TINY, "defaults": {"cfg": 1.5, "steps": 3, "rdm_steps": 4}}))
         model = zoo.load("rcg-tiny-loopback")
         assert model.sampling_defaults["cfg"] == 1.5
         images = model.sample(2, seed=3)

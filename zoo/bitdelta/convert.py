@@ -124,11 +124,11 @@ def convert(src: str | os.PathLike, out_dir: str | os.PathLike, *, base: str | N
 
 
 def from_upstream(files: dict[str, Path], out_dir: Path, entry) -> None:
-    """Catalog converter: an official Hub ``diff.pt`` → zoo delta repo naming ``entry.architecture['base']``."""
+    """Catalog converter: an official Hub ``diff.pt`` → zoo delta repo naming ``entry.convert_args['base']``."""
     if len(files) != 1:
         raise ValueError(f"{entry.name}: expected one diff.pt, got {sorted(files)}")
     (path,) = files.values()
-    arch = entry.architecture
+    arch = entry.convert_args
     delta = convert(path, out_dir, base=arch["base"], base_revision=arch.get("base_revision"))
     expected = arch.get("num_modules")
     if expected is not None and len(delta.shapes) != expected:

@@ -1,22 +1,25 @@
 """Catalog: the official searchless_chess checkpoints (converted from the upstream zips on first load) and the
 small models trained in the zoo on a mini-ChessBench (embedded in ``hub/``)."""
 
-from zoo.registry import FileSpec, ModelEntry
+from zoo.registry import FileSpec, ModelEntry, read_pins
 
 _BASE = "https://storage.googleapis.com/searchless_chess/checkpoints"
 _PAPER = "https://arxiv.org/abs/2402.04494"
 _LICENSE = "CC-BY-4.0"  # the released weights; the official code is Apache-2.0
+PINS = read_pins(__package__)  # pins.json: the zoo repos' files (written by `zoo release`)
 
 
 def _entry(name: str, zip_name: str, arch: dict, description: str, metrics: dict | None = None, recipe=None) -> ModelEntry:
+    # head count and policy are not in the weights' shapes: the converter takes them from here
+    convert_args = {"num_heads": 8, "step": 6_400_000, "policy": arch["policy"], "num_params": arch["num_params"]}
     return ModelEntry(
         name=name,
         method="chess",
-        source="upstream",
-        repo=f"google-deepmind/searchless_chess/{zip_name}",
-        files=(FileSpec(path=f"{zip_name}.zip", sha256=None, size=None, url=f"{_BASE}/{zip_name}.zip"),),
-        architecture={"model_type": "chess-transformer", "num_heads": 8, "widening_factor": 4, "step": 6_400_000, **arch},
+        **PINS.get(name, {}),
+        upstream=(FileSpec(path=f"{zip_name}.zip", sha256=None, size=None, url=f"{_BASE}/{zip_name}.zip"),),
         converter="zoo.chess.convert:from_upstream",
+        convert_args=convert_args,
+        architecture={"model_type": "chess-transformer", "num_heads": 8, "widening_factor": 4, **arch},
         license=_LICENSE,
         paper=_PAPER,
         description=description,
@@ -26,15 +29,12 @@ def _entry(name: str, zip_name: str, arch: dict, description: str, metrics: dict
     )
 
 
-def _embedded(name: str, policy: str, files: tuple[FileSpec, ...], num_params: int, description: str,
-              metrics: dict) -> ModelEntry:
+def _embedded(name: str, policy: str, num_params: int, description: str, metrics: dict) -> ModelEntry:
     """A small model trained in the zoo (recipes/chess/build_small.sh): 4 layers, width 64, as chess-small-av."""
     return ModelEntry(
         name=name,
         method="chess",
-        source="embedded",
-        repo=name,
-        files=files,
+        **PINS[name],
         architecture={"model_type": "chess-transformer", "policy": policy, "num_layers": 4, "embedding_dim": 64,
                       "num_heads": 4, "widening_factor": 4, "num_params": num_params},
         license="apache-2.0",
@@ -86,12 +86,6 @@ ENTRIES = [
     _embedded(
         "chess-small-av",
         "action_value",
-        (
-            FileSpec("README.md", "545f24ff5abf9aa739b7859d9bbe0c4bf31a2d2de6836ca8b7850d41b6f786bc", 6992),
-            FileSpec("config.json", "6822976bb35af7ec91260250aaf36d836412e0c5d143509a279401d89eadf715", 496),
-            FileSpec("example_board.svg", "fc33984646eb8b627d4339f943846424ae30629f42f1d203c81548bf99753bef", 35454),
-            FileSpec("model.safetensors", "173d73717326f45e0b2d2a9381e7f8872d8a43955805cb3f5302c72b8a81b136", 1615152),
-        ),
         402_624,
         "Action-value transformer (4 layers, width 64) trained in the zoo for 95 min on 2 CPU cores on a "
         "110k-position mini-ChessBench; beats the random mover and the material-greedy player, not Stockfish",
@@ -101,12 +95,6 @@ ENTRIES = [
     _embedded(
         "chess-small-bc",
         "behavioral_cloning",
-        (
-            FileSpec("README.md", "72c2a9894067e70798b2587681f38a24f6e6836773ff0fec78314f0001b1c4ad", 6605),
-            FileSpec("config.json", "c07dc2d899521c0793a3f909949ff38df7a22eb7aeb40a5c1aafff0dce8e562b", 473),
-            FileSpec("example_board.svg", "1653dcf710c90859d00e0697d0918a81bb8bf42d19ddc8a1929f73570cbc5752", 35746),
-            FileSpec("model.safetensors", "ecf1f67f6b49efd45592c24bcf17eba5c28c6fca664ca2331c87028ad75253e6", 2093560),
-        ),
         522_224,
         "Behavioural-cloning sibling of chess-small-av (same data and architecture, predicts Stockfish's best move), "
         "trained in the zoo on one CPU core; weak: see its card",
@@ -116,12 +104,6 @@ ENTRIES = [
     _embedded(
         "chess-small-sv",
         "state_value",
-        (
-            FileSpec("README.md", "6e75ecdbca530def56562625ef20285e0e3c9236b92f8f3330b7e8bba6fb61ec", 6628),
-            FileSpec("config.json", "13cece4e7d81ae3455f82335e615ec4aa663cf1673f15f38f6b364569aedc63a", 466),
-            FileSpec("example_board.svg", "e0063b98cb4b2fae80a22b933700d147f11d5718ff82202a8127ecc36eaf5dc2", 35828),
-            FileSpec("model.safetensors", "ca993f07bc7430d5e21a2ce723afb7a30275439631f8089107a3232cd0895aaa", 1615152),
-        ),
         402_624,
         "State-value sibling of chess-small-av (same data and architecture, values each successor position), "
         "trained in the zoo on one CPU core; below chess-small-av against the greedy player and Stockfish: see its card",

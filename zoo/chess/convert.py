@@ -200,11 +200,11 @@ def from_upstream(files: dict[str, Path], out_dir: Path, entry) -> None:
     """Catalog converter: the official ``<name>.zip`` -> zoo repo folder (``params`` at the largest step)."""
     if len(files) != 1:
         raise ValueError(f"{entry.name}: expected one checkpoint zip, got {sorted(files)}")
-    arch = entry.architecture
+    arch = entry.convert_args
     (zip_path,) = files.values()
     module = convert(zip_path, out_dir, policy=arch.get("policy"), num_heads=arch.get("num_heads", 8), step=arch.get("step"))
     expected = arch.get("num_params")
     if expected is not None and module.model.num_params() != expected:
         shutil.rmtree(out_dir, ignore_errors=True)
         raise ValueError(f"{entry.name}: converted {module.model.num_params()} parameters, expected {expected}")
-    (Path(out_dir) / "upstream.json").write_text(json.dumps({"name": entry.name, "files": [f.url for f in entry.files]}) + "\n")
+    (Path(out_dir) / "upstream.json").write_text(json.dumps({"name": entry.name, "files": [f.url for f in entry.upstream]}) + "\n")

@@ -4,20 +4,15 @@ fairchem publishes no EScAIP checkpoint at a stable public URL, so there is no u
 inference checkpoints convert locally with ``zoo convert escaip CHECKPOINT --out DIR``.
 """
 
-from zoo.registry import FileSpec, ModelEntry
+from zoo.registry import ModelEntry, read_pins
+
+PINS = read_pins(__package__)  # pins.json: the zoo repos' files (written by `zoo release`)
 
 ENTRIES: list[ModelEntry] = [
     ModelEntry(
         name="escaip-tiny-emt",
         method="escaip",
-        source="embedded",
-        repo="escaip-tiny-emt",
-        files=(
-            FileSpec("README.md", "67a45d6e8fade699758a7fb97d4085300f379682bc8eb02954a5c2f87908fa50", 8192),
-            FileSpec("config.json", "f46689d9d4b7ca4de0a22aaf6ee56839c3183c3e389c7f1730485d64eb833979", 2221),
-            FileSpec("force_parity.png", "9ba14c439674536994edba7cfb4d6573a8facfbe0158fd61efb600b39c2ebebc", 40298),
-            FileSpec("model.safetensors", "ca6f89ed4eb0d70de76cda400a7b3a86e97f5c1a88bbde5aab7a21f6de597285", 403519),
-        ),
+        **PINS["escaip-tiny-emt"],
         architecture={"preset": "tiny", "hidden_size": 32, "num_layers": 2, "heads": 2, "direct_forces": True,
                       "parameters": 95_776},
         license="apache-2.0",
@@ -30,15 +25,7 @@ ENTRIES: list[ModelEntry] = [
     ModelEntry(
         name="escaip-small-xtb",
         method="escaip",
-        source="embedded",
-        repo="escaip-small-xtb",
-        files=(
-            FileSpec("README.md", "139b044d03e2b91d5fade4777f18935559800fc2bdff1a89dafa9a3d7d468139", 11291),
-            FileSpec("config.json", "64368eff8bd3bc213600db47ce0a8404fdf67cae08ebddb19009e62f8959ed60", 2223),
-            FileSpec("force_parity.png", "698ad226f280f3b37c642d050cfcdb6a025f4dabdec27640695fdbc779653e9a", 197571),
-            FileSpec("metrics.json", "50c56f18abe4db32f1f699ce4fbbba87bb0537b971d348b2f1843a2ad8001dfd", 7621),
-            FileSpec("model.safetensors", "f72b7854c6566aedc04743da74094dd9d8a20973340cc3d25b3f62678722fabd", 2392351),
-        ),
+        **PINS["escaip-small-xtb"],
         architecture={"preset": "small", "hidden_size": 64, "num_layers": 3, "heads": 4, "knn_k": 16,
                       "direct_forces": True, "parameters": 591_296},
         license="apache-2.0",

@@ -7,11 +7,12 @@ skips the confirmation page of large files). Their sha256 was never measured her
 download.
 """
 
-from zoo.registry import FileSpec, ModelEntry
+from zoo.registry import FileSpec, ModelEntry, read_pins
 
 PAPER = "https://arxiv.org/abs/2312.03701"
 CONVERTER = "zoo.rcg.convert:from_upstream"
 LICENSE = "MIT (LTH14/rcg code); see the official repository for the weights"
+PINS = read_pins(__package__)  # pins.json: the zoo repos' files (written by `zoo release`)
 
 
 def _drive(file_id: str) -> str:
@@ -33,30 +34,27 @@ _SAMPLE_B = {"cfg": 1.0, "temperature": 6.0, "steps": 20, "rdm_steps": 250, "eta
 _SAMPLE_L = {"cfg": 6.0, "temperature": 11.0, "steps": 20, "rdm_steps": 250, "eta": 1.0}
 
 
+def _display(arch: dict) -> dict:
+    size = "L" if arch is _ARCH_L else "B"
+    return {"encoder": f"MoCo v3 ViT-{size}", "rdm": "SimpleMLP", "mage": f"MAGE-{size}",
+            "image_size": 256, "tokens": "16x16 VQGAN codes"}
+
+
 def _entry(name: str, files, arch, defaults, metrics, description) -> ModelEntry:
     return ModelEntry(
-        name=name, method="rcg", source="upstream", repo=f"upstream/{name}", files=files, architecture=arch,
-        converter=CONVERTER, license=LICENSE, paper=PAPER, description=description, metrics=metrics,
+        name=name, method="rcg", **PINS.get(name, {}), upstream=files, architecture=_display(arch),
+        converter=CONVERTER, convert_args=arch, license=LICENSE, paper=PAPER, description=description, metrics=metrics,
         recipe="recipes/rcg/imagenet256_mage_l.yaml" if "mage-b" not in name else "recipes/rcg/imagenet256_mage_b.yaml",
         defaults=defaults,
     )
 
 
 # trained here (recipes/rcg/build_fmnist.sh); FIDs of 10,000 samples (the tokenizer's: 2,000) against the 10,000 test images
-FASHIONMNIST_FILES = (
-    FileSpec("README.md", "edff30664f8e4921dac518f04fda4f47b73efde789d5c8943b445d08ba3a8ff4", 7930),
-    FileSpec("config.json", "6588c0cbf8453dc35cca559278584f85ea8787e64e8d27ce5c95f9cdf00f277d", 1264),
-    FileSpec("model.safetensors", "ad2e84303ab77032fbbdd01731c98e43b5734fe925f2f8fdaf9836a967f5640d", 16200368),
-    FileSpec("samples_baseline_t6.png", "98480c87131e5008c9b97048d10141edd595a14155dd515bc5d741aa76ee2ed1", 95879),
-    FileSpec("samples_rcg_cfg0_t4.png", "d35c8e952a6811bce9e848b5ea00b8423487eb03f581d32780ac6b7e19877cc0", 91607),
-    FileSpec("samples_rcg_cfg3_t4.png", "083a35c6d00256834393d5bd76632ec32b3f4584b1fe8a1d2f70dd30fb4e508e", 93090),
-)
 FASHIONMNIST_METRICS = {"fid": 40.8, "fid_baseline": 42.9, "fid_no_cfg": 41.3, "fid_tokenizer": 37.8}
 
 ENTRIES = [
     ModelEntry(
-        name="rcg-fashionmnist", method="rcg", source="embedded", repo="rcg-fashionmnist",
-        files=FASHIONMNIST_FILES,
+        name="rcg-fashionmnist", method="rcg", **PINS["rcg-fashionmnist"],
         architecture={"image_size": 28, "tokens": "7x7 of 256 codes", "encoder": "ViT 3 x 64, rep_dim 64",
                       "rdm": "SimpleMLP 6 x 512", "mage": "6 x 192 + decoder 2 x 128", "parameters": 8_083_983,
                       "dtype": "float16"},

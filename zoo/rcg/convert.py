@@ -371,6 +371,6 @@ def convert_files(paths: list[str | os.PathLike], out_dir: str | os.PathLike, co
 
 def from_upstream(files: dict[str, Path], out_dir: Path, entry) -> None:
     """Catalog converter: the entry's official files (MAGE + RDM) -> an RCGPipeline repo in ``out_dir``."""
-    config = {k: v for k, v in (entry.architecture or {}).items()}
+    config = dict(entry.convert_args)
     config["sampling"] = {k: v for k, v in (entry.defaults or {}).items() if k != "batch_size"}
     convert_files(list(files.values()), out_dir, config)

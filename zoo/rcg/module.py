@@ -75,13 +75,10 @@ def _images_and_labels(batch) -> tuple[torch.Tensor, torch.Tensor | None]:
 
 
 def resolve_repo_dir(name_or_path: str) -> Path:
-    """A zoo repo folder, or the local folder of a catalog name (downloaded if needed)."""
-    path = Path(name_or_path).expanduser()
-    if path.is_dir():
-        return path
-    from zoo.hub import fetch
+    """A zoo repo folder, a catalog name or ``hf://owner/repo``: its verified local folder (as ``zoo.load``)."""
+    from zoo.hub import resolve_repo
 
-    return fetch(str(name_or_path))
+    return resolve_repo(name_or_path)
 
 
 def load_prefixed(module: nn.Module, name_or_path: str, prefix: str) -> None:
