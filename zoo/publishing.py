@@ -21,12 +21,17 @@ from zoo.registry import resolve_module_class
 
 __all__ = ["publish", "render_card", "module_from_checkpoint", "TEMPLATE_PATH"]
 
-TEMPLATE_PATH = Path(__file__).resolve().parent.parent / "MODEL_CARD_TEMPLATE.md"
+TEMPLATE_PATH = Path(__file__).resolve().parent / "MODEL_CARD_TEMPLATE.md"  # package data; top-level link for readers
 HUB_PREFIX = "hf://"
 
 
 def module_from_checkpoint(path: str | os.PathLike) -> ZooModule:
-    """Rebuild a ZooModule from a Lightning ``.ckpt`` without unpickling code (``weights_only=True``)."""
+    """Rebuild a ZooModule from a Lightning ``.ckpt`` without unpickling code (``weights_only=True``).
+
+    The result holds what ``save_pretrained`` would write after ``fit``: a module class that keeps more than its
+    state dict in a checkpoint (EScAIP's EMA of the weights) defines ``weights_from_checkpoint_(checkpoint)``,
+    called after the state dict is assigned.
+    """
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
     model_type = ckpt.get("zoo_model_type")
     if model_type is None:
@@ -35,6 +40,9 @@ def module_from_checkpoint(path: str | os.PathLike) -> ZooModule:
     with torch.device("meta"), _SkipInit():
         model = cls(**constructor_args(ckpt.get("hyper_parameters", {})))
     model.load_weights_(ckpt["state_dict"])
+    finish = getattr(model, "weights_from_checkpoint_", None)
+    if finish is not None:
+        finish(ckpt)
     return model.eval()
 
 

@@ -54,10 +54,15 @@ class TargetScaling(nn.Module):
         self.register_buffer("fitted", torch.zeros((), dtype=torch.bool))
 
     def _apply(self, fn, recurse=True):
+        before = dict(self._buffers)
         super()._apply(fn, recurse)
         for name, buf in self._buffers.items():  # undo dtype casts: energies need float64 sums
-            if buf is not None and buf.is_floating_point() and buf.dtype != torch.float64:
-                self._buffers[name] = buf.to(torch.float64)
+            if buf is None or not buf.is_floating_point() or buf.dtype == torch.float64:
+                continue
+            old = before.get(name)
+            # the float64 values themselves, moved: a round trip through the cast dtype would round them (and
+            # zoo.load(..., dtype="float32") would no longer equal zoo.load(...))
+            self._buffers[name] = old.to(buf.device) if old is not None and old.dtype == torch.float64 else buf.to(torch.float64)
         return self
 
     def reference_energy(self, atomic_numbers: Tensor, batch: Tensor, n_sys: int) -> Tensor:
@@ -305,12 +310,27 @@ class EScAIPModule(ZooModule):
         self._swap_ema()
 
     def on_train_end(self) -> None:
-        # the trained model is the EMA of the weights
-        if self._ema is not None:
-            with torch.no_grad():
-                for n, p in self.model.named_parameters():
-                    p.copy_(self._ema[n])
-            self._ema = None
+        self._adopt_ema()
+
+    def _adopt_ema(self) -> None:
+        """Make the EMA the weights: the trained model is the EMA of the weights."""
+        if self._ema is None:
+            return
+        names = {n for n, _ in self.model.named_parameters()}
+        if set(self._ema) != names:
+            raise ValueError(f"the EMA does not match the model's parameters: missing {sorted(names - set(self._ema))[:5]}, "
+                             f"unexpected {sorted(set(self._ema) - names)[:5]}")
+        with torch.no_grad():
+            for n, p in self.model.named_parameters():
+                p.copy_(self._ema[n])
+        self._ema = None
+
+    def weights_from_checkpoint_(self, checkpoint: dict[str, Any]) -> None:
+        """Called by ``zoo.publishing.module_from_checkpoint`` after the checkpoint's state dict is assigned: end up
+        with what ``save_pretrained`` after ``fit`` writes, the EMA kept under ``escaip_ema`` (a checkpoint saved
+        during training holds the raw weights beside it)."""
+        self.on_load_checkpoint(checkpoint)
+        self._adopt_ema()
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         super().on_save_checkpoint(checkpoint)
