@@ -50,7 +50,10 @@ SCHEDULE_KEYS = ("betas", "alphas_cumprod", "alphas_cumprod_prev", "sqrt_alphas_
 # present in MAGE checkpoints, unused in its forward pass
 MAGE_UNUSED = ("pos_embed", "decoder_pos_embed", "cls_token", "mask_token", "patch_embed.proj.weight",
                "patch_embed.proj.bias", "decoder_pred.weight", "decoder_pred.bias", "token_emb.position_ids")
-HEADS_BY_WIDTH = {384: 6, 768: 12, 1024: 16, 1280: 16}
+# Head counts are not in the weights; the official files name their model instead. MoCo v3's `arch` field and
+# the RDM config path (config/rdm/mocov3vit{b,l}_simplemlp_l12_w1536[_classcond].yaml) -> ENCODER_CONFIGS names.
+MOCO_ARCHS = {"vit_base": "mocov3_vit_base", "vit_large": "mocov3_vit_large"}
+RDM_CONFIG_ENCODERS = {"mocov3vitb": "mocov3_vit_base", "mocov3vitl": "mocov3_vit_large"}
 
 
 # ----------------------------------------------------------------------------------------------------- loading
@@ -117,18 +120,47 @@ def _count(sd: dict[str, torch.Tensor], prefix: str) -> int:
 
 
 # -------------------------------------------------------------------------------------------- config inference
-def _heads(width: int, override: int | None, what: str) -> int:
-    if override is not None:
-        return int(override)
-    if width in HEADS_BY_WIDTH:
-        return HEADS_BY_WIDTH[width]
-    raise ValueError(f"cannot infer the number of heads of the {what} (width {width}): pass it in the config, "
-                     f"e.g. --config '{{\"{what}\": {{\"num_heads\": N}}}}'")
+def _official(table: dict[str, dict[str, Any]], keys: tuple[str, ...]) -> str:
+    return "; ".join(f"{name}: " + ", ".join(f"{k} {cfg[k]}" for k in keys) for name, cfg in table.items())
 
 
-def infer_encoder_config(sd: dict[str, torch.Tensor], overrides: dict | None = None, arch: str | None = None) -> dict:
+def _named(table: dict[str, dict[str, Any]], name: str | None, source: str, what: str,
+           shapes: dict[str, Any]) -> dict[str, Any]:
+    """The official config the checkpoint names (``{}`` if none), checked against the weights' shapes."""
+    named = table.get(name or "", {})
+    wrong = {k: (named[k], v) for k, v in shapes.items() if k in named and named[k] != v}
+    if wrong:
+        raise ValueError(f"the checkpoint's {source} names the {what} {name!r}, but its weights do not fit it: "
+                         + ", ".join(f"{k} {want} expected, {got} found" for k, (want, got) in wrong.items()))
+    return named
+
+
+def _heads(what: str, key: str, width: int, overrides: dict, named: dict, name: str | None, source: str,
+           table: dict[str, dict[str, Any]]) -> int:
+    """A head count from the config (``--config``) or from the official model the checkpoint names; never guessed
+    from the width (MoCo v3's ViT-S has 12 heads at width 384, timm's 6)."""
+    given, known = overrides.pop(key, None), named.get(key)
+    if given is not None:
+        if known is not None and int(given) != known:
+            raise ValueError(f"the config sets {what}.{key}={given}, but the checkpoint's {source} names {name!r}, "
+                             f"which has {known}")
+        if int(given) < 1 or width % int(given):
+            raise ValueError(f"the config sets {what}.{key}={given}, which does not divide the width {width}")
+        return int(given)
+    if known is not None:
+        return int(known)
+    why = (f"its {source} names {name!r}, which is not an official model" if name
+           else f"it has no {source} naming its model")
+    raise ValueError(
+        f"the {what}'s {key} (width {width}) is not stored in the weights and {why}; pass it, e.g. "
+        f"--config '{{\"{what}\": {{\"{key}\": N}}}}' (official: {_official(table, (key,))})")
+
+
+def infer_encoder_config(sd: dict[str, torch.Tensor], overrides: dict | None = None, arch: str | None = None,
+                         source: str = "arch") -> dict:
+    """MoCo v3 ViT config from the weights; heads from ``overrides`` or the official ``arch`` (ENCODER_CONFIGS name)
+    that the checkpoint's ``source`` names."""
     overrides = dict(overrides or {})
-    named = ENCODER_CONFIGS.get(arch or "", {})
     dim = sd["pos_embed"].shape[-1]
     patch = sd["patch_embed.proj.weight"].shape[-1]
     grid = math.isqrt(sd["pos_embed"].shape[1] - 1)
@@ -137,7 +169,8 @@ def infer_encoder_config(sd: dict[str, torch.Tensor], overrides: dict | None = N
         depth=_count(sd, "blocks."), mlp_ratio=sd["blocks.0.mlp.fc1.weight"].shape[0] / dim,
         proj_hidden_dim=sd["head.0.weight"].shape[0], rep_dim=sd["head.6.weight"].shape[0],
     )
-    cfg["num_heads"] = _heads(dim, overrides.pop("num_heads", named.get("num_heads")), "encoder")
+    named = _named(ENCODER_CONFIGS, arch, source, "encoder", {"embed_dim": dim, "depth": cfg["depth"]})
+    cfg["num_heads"] = _heads("encoder", "num_heads", dim, overrides, named, arch, source, ENCODER_CONFIGS)
     cfg.update(overrides)
     return EncoderConfig(**cfg).__dict__
 
@@ -168,8 +201,8 @@ def infer_vqgan_config(sd: dict[str, torch.Tensor], overrides: dict | None = Non
 
 
 def infer_mage_config(sd: dict[str, torch.Tensor], overrides: dict | None = None, model: str | None = None) -> dict:
+    """MAGE config from the weights; head counts from ``overrides`` or the official ``model`` (``args.model``)."""
     overrides = dict(overrides or {})
-    named = MAGE_CONFIGS.get(model or "", {})
     dim = sd["token_emb.word_embeddings.weight"].shape[1]
     dec = sd["decoder_embed.weight"].shape[0]
     cfg = dict(
@@ -180,9 +213,10 @@ def infer_mage_config(sd: dict[str, torch.Tensor], overrides: dict | None = None
     )
     if cfg["use_rep"]:
         cfg["rep_dim"] = sd["fake_latent"].shape[1]
-    cfg["num_heads"] = _heads(dim, overrides.pop("num_heads", named.get("num_heads")), "mage")
-    dec_heads = overrides.pop("decoder_num_heads", named.get("decoder_num_heads"))
-    cfg["decoder_num_heads"] = 16 if dec_heads is None and dec in (768, 1024) else _heads(dec, dec_heads, "mage")
+    shapes = {k: cfg[k] for k in ("embed_dim", "depth", "decoder_embed_dim", "decoder_depth")}
+    named = _named(MAGE_CONFIGS, model, "args.model", "mage", shapes)
+    for key, width in (("num_heads", dim), ("decoder_num_heads", dec)):
+        cfg[key] = _heads("mage", key, width, overrides, named, model, "args.model", MAGE_CONFIGS)
     cfg.update(overrides)
     return MAGEConfig(**cfg).__dict__
 
@@ -224,8 +258,8 @@ def convert_moco(ckpt: dict[str, Any], config: dict | None = None):
     momentum = _moco_encoder(sd, "module.momentum_encoder.", used)
     predictor = _take(sd, used, "module.predictor.", "")
     _check_all_used(sd, used, "MoCo v3")
-    arch = {"vit_base": "mocov3_vit_base", "vit_large": "mocov3_vit_large"}.get(str(ckpt.get("arch")), None)
-    enc = infer_encoder_config(base, config.get("encoder"), arch)
+    arch = ckpt.get("arch")
+    enc = infer_encoder_config(base, config.get("encoder"), MOCO_ARCHS.get(arch, arch), "arch field")
     hparams = dict(encoder=enc, predictor_hidden_dim=predictor["0.weight"].shape[0], **config.get("module", {}))
     state = {**{f"encoder.{k}": v for k, v in base.items()}, **{f"momentum_encoder.{k}": v for k, v in momentum.items()},
              **{f"predictor.{k}": v for k, v in predictor.items()}}
@@ -278,6 +312,16 @@ def _check_schedule(sd: dict[str, torch.Tensor], rdm_cfg: dict, used: set[str]) 
                                  f"({rdm_cfg['linear_start']}..{rdm_cfg['linear_end']}); set rdm.linear_start/end")
 
 
+def _rdm_encoder_arch(args) -> str | None:
+    """The encoder an official RDM config path names (``config/rdm/mocov3vitl_...yaml`` -> mocov3_vit_large); else the
+    file name itself, so an error can quote it."""
+    path = getattr(args, "config", None)
+    if not path:
+        return None
+    stem = Path(str(path)).name
+    return next((arch for prefix, arch in RDM_CONFIG_ENCODERS.items() if stem.startswith(prefix + "_")), stem)
+
+
 def convert_rdm(ckpt: dict[str, Any], config: dict | None = None):
     from zoo.rcg.module import RDMModule
 
@@ -285,8 +329,11 @@ def convert_rdm(ckpt: dict[str, Any], config: dict | None = None):
     sd = _state_dict(ckpt)
     rdm_cfg, raw, ema, emb, encoder, info = _rdm_parts(ckpt, config, used)
     _check_all_used(sd, used, "RDM")
-    hparams = dict(rdm=rdm_cfg, encoder=infer_encoder_config(encoder, config.get("encoder")) if encoder else None,
-                   **config.get("module", {}))
+    enc_cfg = None
+    if encoder:
+        arch = _rdm_encoder_arch(ckpt.get("args"))
+        enc_cfg = infer_encoder_config(encoder, config.get("encoder"), arch, "args.config")
+    hparams = dict(rdm=rdm_cfg, encoder=enc_cfg, **config.get("module", {}))
     if "model_ema.decay" in info:
         hparams["ema_decay"] = float(info["model_ema.decay"])
     state = {**{f"rdm.denoiser.{k}": v for k, v in raw.items()}, **{f"ema.shadow.{k}": v for k, v in ema.items()},
@@ -307,7 +354,7 @@ def _mage_parts(ckpt: dict[str, Any], config: dict, used: set[str]):
     used.update(mage)
     mage_cfg = infer_mage_config(mage, config.get("mage"), getattr(args, "model", None))
     enc_arch = getattr(args, "pretrained_enc_arch", None)
-    enc_cfg = infer_encoder_config(encoder, config.get("encoder"), enc_arch) if encoder else None
+    enc_cfg = infer_encoder_config(encoder, config.get("encoder"), enc_arch, "args.pretrained_enc_arch") if encoder else None
     vq_cfg = infer_vqgan_config(vqgan, config.get("vqgan"))
     return mage_cfg, mage, enc_cfg, encoder, vq_cfg, vqgan
 
