@@ -70,13 +70,13 @@ def test_each_delta_is_best_on_its_own_authors_held_out_text(family):
 
 
 def test_multi_tenant_batch_matches_each_tenant_alone(family):
+    from zoo.bitdelta.module import causal_lm
     from zoo.bitdelta.serve import MultiTenantLM
 
     server = MultiTenantLM.from_repos(list(DELTAS.values()), with_base=True)
     prompt = torch.tensor([list(b"It was a ")] * 3)
     out = server.generate(prompt, tenants=[0, 1, 2], max_new_tokens=24, do_sample=False, pad_token_id=0)
     for row, key in zip(out, ("austen", "milton", "base")):
-        generator = next(m for m in family[key].modules() if callable(getattr(m, "generate", None)))
-        alone = generator.generate(prompt[:1], max_new_tokens=24, do_sample=False, pad_token_id=0)[0]
+        alone = causal_lm(family[key]).generate(prompt[:1], max_new_tokens=24, do_sample=False, pad_token_id=0)[0]
         assert torch.equal(row, alone)
     assert len({bytes(r.tolist()) for r in out}) == 3  # three different continuations

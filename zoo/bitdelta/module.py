@@ -29,7 +29,8 @@ from zoo.bitdelta.model import apply_deltas_, compressed_layers, delta_from_mode
 from zoo.module import ZooModule
 from zoo.schedules import warmup_cosine
 
-__all__ = ["CausalLM", "BitDeltaModule", "ScaleDistillation", "model_logits", "causal_lm_loss"]
+__all__ = ["CausalLM", "BitDeltaModule", "ScaleDistillation", "model_logits", "causal_lm_loss", "causal_lm",
+           "text_tokenizer", "generate_text"]
 
 PAPER = "https://arxiv.org/abs/2402.10193"
 
@@ -62,6 +63,87 @@ def _as_inputs(batch: Any) -> dict[str, torch.Tensor]:
     if isinstance(batch, (list, tuple)):
         batch = batch[0]
     return {"input_ids": batch}
+
+
+# ----------------------------------------------------------------------------- text generation
+def causal_lm(model: nn.Module) -> nn.Module:
+    """The ``transformers`` causal LM inside ``model`` (itself, a zoo CausalLM's, or a delta's base)."""
+    from transformers import GenerationMixin
+
+    for module in model.modules():
+        if isinstance(module, GenerationMixin):
+            return module
+    raise ValueError(f"{type(model).__name__} holds no causal language model; text generation needs one")
+
+
+def text_tokenizer(model: nn.Module, tokenizer=None, *, source: str | None = None, revision: str | None = None):
+    """The tokenizer that feeds ``model``'s vocabulary.
+
+    ``tokenizer``: ``"bytes"``, a tokenizer folder / HF repo id, or a tokenizer object. Without it, a model with a
+    256-token vocabulary (the zoo's byte-level models) reads UTF-8 bytes, and any other model needs the tokenizer
+    of ``source`` (its base, e.g. ``mistralai/Mistral-7B-v0.1``) from a local folder or the Hugging Face cache.
+    Raw bytes are refused for a model whose vocabulary is not bytes.
+    """
+    from zoo.bitdelta.data import ByteTokenizer, get_tokenizer
+
+    vocab = causal_lm(model).config.vocab_size
+    if tokenizer is None:
+        if vocab == ByteTokenizer.vocab_size:
+            return ByteTokenizer()
+        if not source:
+            raise ValueError(f"this model's {vocab}-token vocabulary is not bytes and it names no base to take a "
+                             "tokenizer from; pass tokenizer=<folder or HF repo id> (--tokenizer)")
+        from transformers import AutoTokenizer
+
+        try:
+            return AutoTokenizer.from_pretrained(source, revision=revision)
+        except (OSError, ValueError) as err:
+            raise ValueError(
+                f"this model reads the {vocab}-token vocabulary of its base {source!r}, whose tokenizer is not "
+                f"available here ({type(err).__name__}; offline and not in the Hugging Face cache?). Pass "
+                "tokenizer=<folder> (--tokenizer) holding it, e.g. downloaded on a connected machine with "
+                f"`huggingface-cli download {source} tokenizer.json tokenizer_config.json`") from None
+    if isinstance(tokenizer, (str, os.PathLike)):
+        tokenizer = get_tokenizer(tokenizer)
+    if isinstance(tokenizer, ByteTokenizer) and vocab != ByteTokenizer.vocab_size:
+        raise ValueError(f"refusing to feed raw bytes to a model with a {vocab}-token vocabulary (not bytes): pass "
+                         f"its tokenizer{f' (that of {source!r})' if source else ''} instead")
+    return tokenizer
+
+
+@torch.no_grad()
+def generate_text(generate, tokenizer, prompt: str, *, rows: int = 1, max_new_tokens: int = 80,
+                  temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int | None = None,
+                  device: torch.device | str = "cpu") -> list[str]:
+    """``rows`` continuations of ``prompt`` (the prompt excluded): ``generate`` is a ``transformers``-style
+    ``generate(input_ids, **kwargs)``, e.g. a causal LM's or a multi-tenant server's with its tenants bound.
+    Greedy at ``temperature`` 0; otherwise sampled (``top_k`` 0 and ``top_p`` 1 filter nothing) from the global
+    torch RNG, seeded with ``seed`` if given."""
+    from zoo.bitdelta.data import ByteTokenizer
+
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+    if isinstance(tokenizer, ByteTokenizer):
+        ids, pad, special = tokenizer.encode(prompt), 0, {}
+    else:
+        ids = tokenizer(prompt)["input_ids"]
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        special = {"skip_special_tokens": True}
+    if not ids:
+        raise ValueError("the prompt is empty; give at least one character")
+    sampling = ({"do_sample": True, "temperature": temperature, "top_k": top_k, "top_p": top_p} if temperature > 0
+                else {"do_sample": False})
+    if seed is not None:
+        torch.manual_seed(seed)
+    input_ids = torch.tensor([ids] * rows, device=device)
+    out = generate(input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=max_new_tokens,
+                   pad_token_id=pad, **sampling)
+    # decode prompt and continuation together, then cut the prompt off: the boundary keeps its spacing (word
+    # pieces) and multi-byte characters that straddle it (bytes)
+    head = tokenizer.decode(ids, **special)
+    texts = [tokenizer.decode(row.tolist(), **special) for row in out]
+    return [t[len(head):] if t.startswith(head) else tokenizer.decode(row[len(ids):].tolist(), **special)
+            for t, row in zip(texts, out)]
 
 
 def _delta_card_fields(delta: BitDelta, card: dict[str, Any]) -> dict[str, Any]:
@@ -103,8 +185,26 @@ class CausalLM(ZooModule):
         with torch.device(device):
             self.model.model.rotary_emb = type(rotary)(config=self.model.config)
 
+    def _apply(self, fn, recurse=True):
+        super()._apply(fn, recurse)
+        # RoPE's inv_freq stays float32 in any dtype, as transformers' from_pretrained(dtype=...) leaves it: a cast
+        # would round it (bf16: logits off by up to 0.1), and zoo.load(name, dtype=<its own dtype>) would then differ
+        # from zoo.load(name), e.g. the base a BitDelta rebuilds from the one it was made against
+        inv_freq = self.model.model.rotary_emb.inv_freq
+        if not inv_freq.is_meta and inv_freq.dtype != torch.float32:
+            self.reset_nonpersistent_buffers(inv_freq.device)
+        return self
+
     def forward(self, *args, **kwargs):
         return self.model(*args, **kwargs)
+
+    def generate(self, prompt: str, max_new_tokens: int = 80, temperature: float = 0.0, *, top_k: int = 0,
+                 top_p: float = 1.0, seed: int | None = None, tokenizer=None) -> str:
+        """Continue ``prompt`` (greedy at temperature 0). The zoo's byte-level models read UTF-8 bytes; other
+        vocabularies need ``tokenizer`` (see :func:`text_tokenizer`)."""
+        lm = causal_lm(self.model)
+        return generate_text(lm.generate, text_tokenizer(self, tokenizer), prompt, max_new_tokens=max_new_tokens,
+                             temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, device=lm.device)[0]
 
     def _loss(self, batch) -> torch.Tensor:
         inputs = _as_inputs(batch)
@@ -165,6 +265,7 @@ class BitDeltaModule(ZooModule):
             model.requires_grad_(False)
             apply_deltas_(model, [delta], merged=merged, block_size=block_size)
         self.model = model
+        self.tokenizer_source = base  # where the base (and so its tokenizer) comes from; from_repo_dir may refine it
         self.carried = list(delta.params)
         self.carried_dtypes = {name: t.dtype for name, t in delta.params.items()}  # as stored in the delta
         self._identity = delta.identity()
@@ -203,6 +304,10 @@ class BitDeltaModule(ZooModule):
         if block_size is not None:
             hp["block_size"] = block_size
         module = cls(**hp, model=base_model, delta=delta)
+        if isinstance(base, (str, os.PathLike)):
+            module.tokenizer_source = str(base)
+        elif base is None and delta.base and not Path(delta.base).is_absolute() and (directory / delta.base).is_dir():
+            module.tokenizer_source = str((directory / delta.base).resolve())  # a base named relative to the delta
         module.to(device)
         if dtype is not None:
             module.to(dtype=dtype)
@@ -237,6 +342,16 @@ class BitDeltaModule(ZooModule):
     # ------------------------------------------------------------------ running
     def forward(self, *args, **kwargs):
         return self.model(*args, **kwargs)
+
+    def generate(self, prompt: str, max_new_tokens: int = 80, temperature: float = 0.0, *, top_k: int = 0,
+                 top_p: float = 1.0, seed: int | None = None, tokenizer=None) -> str:
+        """Continue ``prompt`` with the fine-tune (greedy at temperature 0), in its base's vocabulary: bytes for the
+        zoo's byte-level family, the base's Hugging Face tokenizer otherwise (``tokenizer`` overrides; a Mistral
+        delta offline needs it, see :func:`text_tokenizer`)."""
+        lm = causal_lm(self.model)
+        tok = text_tokenizer(self, tokenizer, source=self.tokenizer_source, revision=self.hparams.base_revision)
+        return generate_text(lm.generate, tok, prompt, max_new_tokens=max_new_tokens, temperature=temperature,
+                             top_k=top_k, top_p=top_p, seed=seed, device=lm.device)[0]
 
     def _inner_step(self, hook: str, batch, batch_idx):
         """Run a zoo base module's own step; its ``self.log`` goes through our trainer."""

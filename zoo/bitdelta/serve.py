@@ -33,6 +33,7 @@ class MultiTenantLM(nn.Module):
                 raise ValueError(f"tenant {i}: {err}") from None
         self.model = apply_deltas_(base, deltas, merged=False, block_size=block_size)
         self.num_tenants = len(deltas)
+        self.tokenizer_source: str | None = None  # where the base's tokenizer lives (set by from_repos)
 
     @classmethod
     def from_repos(cls, deltas: Sequence[str | os.PathLike], *, base: str | os.PathLike | nn.Module | None = None,
@@ -57,18 +58,21 @@ class MultiTenantLM(nn.Module):
         folder = resolve_repo(deltas[0])
         model = load_model(base if base is not None else first.base, revision=first.base_revision,
                            dtype=first.base_dtype, device=device, relative_to=folder)
-        return cls(model, loaded, verify_base=verify_base)
+        server = cls(model, loaded, verify_base=verify_base)
+        server.tokenizer_source = str(base) if isinstance(base, (str, os.PathLike)) else first.base
+        if base is None and first.base and (folder / first.base).is_dir():  # a base named relative to the delta
+            server.tokenizer_source = str((folder / first.base).resolve())
+        return server
 
     def forward(self, *args, tenants: torch.Tensor | Sequence[int], **kwargs):
         with use_tenants(self.model, tenants):
             return self.model(*args, **kwargs)
 
     def _generator(self) -> nn.Module:
-        """The module with ``.generate``: the model itself, or the HF model inside a zoo module."""
-        for module in self.model.modules():
-            if callable(getattr(module, "generate", None)):
-                return module
-        raise ValueError(f"{type(self.model).__name__} has no generate(); it is not a causal LM")
+        """The module with ``transformers``' ``.generate``: the model itself, or the HF model inside a zoo module."""
+        from zoo.bitdelta.module import causal_lm
+
+        return causal_lm(self.model)
 
     @torch.no_grad()
     def generate(self, input_ids: torch.Tensor, *, tenants: torch.Tensor | Sequence[int], **kwargs) -> torch.Tensor:
