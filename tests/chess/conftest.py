@@ -17,7 +17,7 @@ def tiny_av_dir(tmp_path_factory) -> Path:
     from zoo.chess.convert import convert
 
     out = tmp_path_factory.mktemp("tiny_av")
-    convert(FIXTURES / "model_av_tiny" / "params.npz", out, num_heads=4)
+    convert(FIXTURES / "model_av_tiny" / "params.npz", out, num_heads=4, policy="action_value")
     return out
 
 

@@ -28,7 +28,7 @@ def test_npz_conversion_matches_official_log_probs(tiny_av, fixtures_dir):
 
 def test_orbax_conversion_equals_npz(tmp_path, fixtures_dir, tiny_av):
     pytest.importorskip("tensorstore")
-    module = convert(fixtures_dir / "model_av_tiny" / "orbax", tmp_path, num_heads=4)
+    module = convert(fixtures_dir / "model_av_tiny" / "orbax", tmp_path, num_heads=4, policy="action_value")
     for (name, a), b in zip(module.state_dict().items(), tiny_av.state_dict().values()):
         assert torch.equal(a, b), name
     io = _io(fixtures_dir)
@@ -43,10 +43,10 @@ def test_transposes_haiku_linears(fixtures_dir):
     assert torch.equal(state["blocks.1.attn.v.weight"], torch.from_numpy(params["multi_head_dot_product_attention_1/linear_2/w"].T))
     assert torch.equal(state["blocks.0.mlp.gate.weight"], torch.from_numpy(params["linear/w"].T))
     assert torch.equal(state["head.bias"], torch.from_numpy(params["linear_6/b"]))
-    cfg = infer_config(params, num_heads=4)
+    cfg = infer_config(params, num_heads=4, policy="action_value")
     assert (cfg.num_layers, cfg.embedding_dim, cfg.output_size, cfg.policy) == (2, 32, 128, "action_value")
     with pytest.raises(ValueError, match="does not fit"):
-        infer_config(params, policy="behavioral_cloning")
+        infer_config(params, policy="behavioral_cloning", num_heads=4)
 
 
 @pytest.mark.parametrize(

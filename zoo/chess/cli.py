@@ -202,8 +202,10 @@ def register_cli(commands, convert) -> None:
     p.add_argument("src", help="a params .npz, an Orbax checkpoint folder (<dir>/<step>/params) or an official .zip")
     p.add_argument("--out", required=True, help="output zoo repo folder")
     p.add_argument("--policy", choices=("action_value", "state_value", "behavioral_cloning"),
-                   help="default: behavioral_cloning for a 1968-way head, else action_value")
-    p.add_argument("--num-heads", type=int, default=8, help="attention heads (not stored in the weights; official: 8)")
+                   help="required for a 128-way value head (AV and SV checkpoints look alike; official 9M_state_value "
+                        "is state_value, 9M/136M/270M action_value); a 1968-way head is behavioral_cloning")
+    p.add_argument("--num-heads", type=int,
+                   help="attention heads; required: not stored in the checkpoint (official 9M/136M/270M, SV and BC: 8)")
     p.add_argument("--step", type=int, help="checkpoint step (default: the largest)")
     p.add_argument("--ema", action="store_true", help="convert params_ema instead of params")
     p.set_defaults(func=cmd_convert)

@@ -30,6 +30,7 @@ __all__ = [
     "infer_config",
     "haiku_to_state_dict",
     "convert",
+    "catalog_convert_args",
     "from_upstream",
 ]
 
@@ -116,9 +117,17 @@ def _name(base: str, i: int) -> str:
     return base if i == 0 else f"{base}_{i}"
 
 
-def infer_config(params: dict[str, np.ndarray], *, policy: str | None = None, num_heads: int = 8) -> ChessTransformerConfig:
-    """Architecture from the tree's shapes. Heads are not visible in the weights (all official models use 8);
-    AV and SV trees look alike, so ``policy`` defaults to action-value unless the head has 1968 outputs."""
+# The searchless_chess models whose head counts are known (spec, model table); only for the error message.
+OFFICIAL_HEADS = "the official 9M, 136M and 270M checkpoints (AV, and 9M SV/BC) use 8, the example train.py model 4"
+
+
+def infer_config(params: dict[str, np.ndarray], *, policy: str | None = None, num_heads: int | None = None) -> ChessTransformerConfig:
+    """Architecture from the tree's shapes plus what the shapes cannot tell.
+
+    A checkpoint stores neither the head count (the attention weights are D×D for any split) nor whether a
+    128-way value head was trained as action-value or state-value (the trees are identical); both must be given.
+    Only a 1968-way head identifies its policy (behavioural cloning).
+    """
     if "embed/embeddings" not in params:
         raise ValueError("not a searchless_chess parameter tree: 'embed/embeddings' is missing")
     vocab, dim = params["embed/embeddings"].shape
@@ -128,12 +137,24 @@ def infer_config(params: dict[str, np.ndarray], *, policy: str | None = None, nu
         raise ValueError(f"the head {_name('linear', 3 * num_layers)}/w is missing for {num_layers} layers")
     out = head_w.shape[1]
     hidden = params["linear/w"].shape[1]
-    if policy is None:
-        policy = "behavioral_cloning" if out == NUM_ACTIONS else "action_value"
-    if policy not in POLICIES:
+    if policy is not None and policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
-    if (policy == "behavioral_cloning") != (out == NUM_ACTIONS):
+    if policy is None and out == NUM_ACTIONS:
+        policy = "behavioral_cloning"
+    if policy is not None and (policy == "behavioral_cloning") != (out == NUM_ACTIONS):
         raise ValueError(f"a head with {out} outputs does not fit policy {policy!r}")
+    missing = []
+    if num_heads is None:
+        missing.append(f"--num-heads (num_heads=): the head count is not stored in the checkpoint and any divisor "
+                       f"of the width {dim} fits its weights; {OFFICIAL_HEADS}")
+    if policy is None:
+        missing.append(f"--policy (policy=) action_value or state_value: both train the same {out}-way value head, so "
+                       "the weights do not tell them apart (the official 9M_state_value.zip is state_value, "
+                       "9M/136M/270M.zip are action_value)")
+    if missing:
+        raise ValueError("this searchless_chess checkpoint cannot be converted without " + "; and ".join(missing))
+    if num_heads < 1 or dim % num_heads:
+        raise ValueError(f"num_heads={num_heads} does not divide the width {dim}")
     return ChessTransformerConfig(
         policy=policy,
         num_layers=num_layers,
@@ -179,11 +200,14 @@ def convert(
     out_dir: str | os.PathLike,
     *,
     policy: str | None = None,
-    num_heads: int = 8,
+    num_heads: int | None = None,
     step: int | None = None,
     ema: bool = False,
 ):
-    """Convert an official checkpoint (npz / Orbax folder / zip) into a zoo repo folder; returns the module."""
+    """Convert an official checkpoint (npz / Orbax folder / zip) into a zoo repo folder; returns the module.
+
+    ``num_heads`` is always needed and ``policy`` unless the head is the 1968-way BC head (see :func:`infer_config`).
+    """
     from zoo.chess.module import ChessTransformerModule
 
     params = read_params(src, step=step, ema=ema)
@@ -196,13 +220,24 @@ def convert(
     return module
 
 
+def catalog_convert_args(entry) -> dict:
+    """What a catalog entry tells the converter (``entry.convert_args``): ``num_heads`` and ``policy``, which the
+    checkpoint cannot tell, and optionally ``step`` and the expected ``num_params``."""
+    args = dict(entry.convert_args or {})
+    missing = [key for key in ("num_heads", "policy") if key not in args]
+    if missing:
+        raise ValueError(f"catalog entry {entry.name!r}: convert_args lacks {missing}, which the official checkpoint "
+                         "does not store")
+    return args
+
+
 def from_upstream(files: dict[str, Path], out_dir: Path, entry) -> None:
     """Catalog converter: the official ``<name>.zip`` -> zoo repo folder (``params`` at the largest step)."""
     if len(files) != 1:
         raise ValueError(f"{entry.name}: expected one checkpoint zip, got {sorted(files)}")
-    arch = entry.convert_args
+    arch = catalog_convert_args(entry)
     (zip_path,) = files.values()
-    module = convert(zip_path, out_dir, policy=arch.get("policy"), num_heads=arch.get("num_heads", 8), step=arch.get("step"))
+    module = convert(zip_path, out_dir, policy=arch["policy"], num_heads=arch["num_heads"], step=arch.get("step"))
     expected = arch.get("num_params")
     if expected is not None and module.model.num_params() != expected:
         shutil.rmtree(out_dir, ignore_errors=True)
