@@ -128,35 +128,31 @@ def cmd_publish(args) -> None:
 
 
 def cmd_convert(args) -> None:
-    from zoo.bitdelta._base import load_model
     from zoo.bitdelta.convert import convert
 
-    base_model = load_model(args.base_path or args.base, revision=args.base_revision, dtype=args.base_dtype) \
-        if (args.base_path or args.verify_base) else None
-    delta = convert(args.src, args.out, base=args.base, base_model=base_model, base_revision=args.base_revision)
+    base_model = args.base_path or (args.base if args.verify_base else None)
+    delta = convert(args.src, args.out, base=args.base, base_model=base_model, base_dtype=args.base_dtype,
+                    base_revision=args.base_revision)
     print(f"{args.src} -> {args.out}: {len(delta.shapes)} layers, {len(delta.params)} full-precision tensors, "
           f"base {args.base} ({'sha256 ' + delta.base_sha256 if delta.base_sha256 else 'unverified: no base given'})")
 
 
 def cmd_demo(args) -> None:
-    import torch
+    from functools import partial
 
-    from zoo.bitdelta.data import ByteTokenizer, get_tokenizer
+    from zoo.bitdelta.module import generate_text, text_tokenizer
     from zoo.bitdelta.serve import MultiTenantLM
 
     server = MultiTenantLM.from_repos(args.deltas, base=args.base, with_base=args.with_base)
-    tokenizer = get_tokenizer(args.tokenizer)
+    # the base's own vocabulary: bytes for the zoo's family, the base's HF tokenizer otherwise (never raw bytes then)
+    tokenizer = text_tokenizer(server.model, args.tokenizer, source=server.tokenizer_source)
     names = [*args.deltas, *(["base"] if args.with_base else [])]
-    prompt = tokenizer.encode(args.prompt) if isinstance(tokenizer, ByteTokenizer) else \
-        tokenizer(args.prompt, add_special_tokens=False)["input_ids"]
-    ids = torch.tensor([prompt] * len(names))
-    sampling = {"do_sample": True, "temperature": args.temperature, "top_k": 0} if args.temperature > 0 else {"do_sample": False}
-    torch.manual_seed(args.seed)
-    out = server.generate(ids, tenants=list(range(len(names))), max_new_tokens=args.max_new_tokens, pad_token_id=0,
-                          **sampling)
+    texts = generate_text(partial(server.generate, tenants=list(range(len(names)))), tokenizer, args.prompt,
+                          rows=len(names), max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                          seed=args.seed)
     print(f"one base, {len(names)} tenants in one batch; prompt: {args.prompt!r}")
-    for name, row in zip(names, out):
-        print(f"--- {name}\n{args.prompt}{tokenizer.decode(row[len(prompt):].tolist())}")
+    for name, text in zip(names, texts):
+        print(f"--- {name}\n{args.prompt}{text}")
 
 
 def cmd_make_data(args) -> None:
@@ -236,7 +232,8 @@ def register_cli(commands, convert) -> None:
     p.add_argument("--prompt", required=True)
     p.add_argument("--with-base", action="store_true", help="also run the base itself as a tenant")
     p.add_argument("--base", help="load this base instead of the one the deltas name")
-    p.add_argument("--tokenizer", default="bytes", help="'bytes' (the zoo's byte-level family) or a tokenizer folder/repo")
+    p.add_argument("--tokenizer", help="'bytes' or a tokenizer folder/repo (default: the base's own: bytes for the zoo's "
+                   "byte-level family, the base's Hugging Face tokenizer otherwise, which offline must be cached or given)")
     p.add_argument("--max-new-tokens", type=int, default=80)
     p.add_argument("--temperature", type=float, default=0.0, help="sample at this temperature (0: greedy)")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampling")
@@ -256,5 +253,6 @@ def register_cli(commands, convert) -> None:
     p.add_argument("--base-path", help="load the base from here to record its sha256 and drop unchanged tensors")
     p.add_argument("--verify-base", action="store_true", help="load --base itself for that")
     p.add_argument("--base-revision")
-    p.add_argument("--base-dtype", default="bfloat16", help="dtype the delta was made in (official runs: bfloat16)")
+    p.add_argument("--base-dtype", help="dtype to load the base in (default: the diff's own, that of its "
+                   "full-precision tensors; official runs: bfloat16); one that would round them is refused")
     p.set_defaults(func=cmd_convert)

@@ -19,7 +19,7 @@ from torch import nn
 
 from zoo.bitdelta.delta import BitDelta, base_fingerprint, dtype_name
 
-__all__ = ["OFFICIAL_GLOBALS", "read_official", "from_official", "convert", "from_upstream"]
+__all__ = ["OFFICIAL_GLOBALS", "read_official", "carried_dtype", "from_official", "convert", "from_upstream"]
 
 # Every global an official delta file references (torch.save of a dict of tensors and nn.Parameters; the
 # transformers-made ones carry `_is_hf_initialized`, pickled with _rebuild_parameter_with_state).
@@ -77,6 +77,25 @@ def read_official(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     return {k: v.detach().contiguous() for k, v in state.items()}
 
 
+def carried_dtype(state: dict[str, torch.Tensor]) -> torch.dtype | None:
+    """The dtype the fine-tune was in: that of the diff's full-precision tensors (None if it carries none)."""
+    dtypes = {v.dtype for k, v in state.items() if not k.endswith((".mask", ".coeff")) and v.is_floating_point()}
+    if len(dtypes) > 1:
+        raise ValueError(f"the diff's full-precision tensors mix {sorted(dtype_name(d) for d in dtypes)}; "
+                         "name the dtype of the base explicitly (--base-dtype)")
+    return next(iter(dtypes), None)
+
+
+def _check_no_downcast(params: dict[str, torch.Tensor], dtype: torch.dtype) -> None:
+    """The delta runs its carried tensors in the base's dtype: refuse a base in which they would change."""
+    for name, value in params.items():
+        if value.is_floating_point() and not torch.equal(value.to(dtype).to(value.dtype), value):
+            raise ValueError(
+                f"the diff carries {dtype_name(value.dtype)} tensors ({name}, ...) that a {dtype_name(dtype)} base "
+                f"would round, so the converted delta would not reproduce the official one; load the base in "
+                f"{dtype_name(value.dtype)} (--base-dtype {dtype_name(value.dtype)}, the default: the diff's own dtype)")
+
+
 def from_official(
     state: dict[str, torch.Tensor],
     *,
@@ -88,7 +107,8 @@ def from_official(
 
     With ``base_model`` (the base the file was made against) the delta records the base's fingerprint and drops
     full-precision tensors equal to the base's (the official file carries all of them). Without it, the base
-    cannot be verified at load time beyond layer shapes.
+    cannot be verified at load time beyond layer shapes. A base in a dtype that would round the diff's tensors
+    (an fp32 diff on a bf16 base) is refused.
     """
     modules = [k[: -len(".mask")] for k in state if k.endswith(".mask")]
     if not modules:
@@ -103,6 +123,7 @@ def from_official(
     params = {k: v for k, v in state.items() if not k.endswith((".mask", ".coeff"))}
     base_sha256, base_dtype = None, dtype_name(next(iter(params.values())).dtype) if params else "float32"
     if base_model is not None:
+        _check_no_downcast(params, base_model.get_submodule(modules[0]).weight.dtype)
         base_state = base_model.state_dict()
         params = {k: v for k, v in params.items()
                   if k not in base_state or base_state[k].shape != v.shape or not torch.equal(base_state[k].to(v.dtype), v)}
@@ -116,9 +137,19 @@ def from_official(
 
 
 def convert(src: str | os.PathLike, out_dir: str | os.PathLike, *, base: str | None,
-            base_model: nn.Module | None = None, base_revision: str | None = None) -> BitDelta:
-    """Official ``diff.pt`` → zoo delta repo folder ``out_dir``."""
-    delta = from_official(read_official(src), base=base, base_model=base_model, base_revision=base_revision)
+            base_model: nn.Module | str | os.PathLike | None = None, base_dtype: str | torch.dtype | None = None,
+            base_revision: str | None = None) -> BitDelta:
+    """Official ``diff.pt`` → zoo delta repo folder ``out_dir``.
+
+    ``base_model``: the base (a model, or a zoo name / folder / HF id to load) whose fingerprint the delta records;
+    it is loaded in ``base_dtype``, by default the dtype of the diff's own full-precision tensors.
+    """
+    state = read_official(src)
+    if base_model is not None and not isinstance(base_model, nn.Module):
+        from zoo.bitdelta._base import load_model
+
+        base_model = load_model(base_model, revision=base_revision, dtype=base_dtype or carried_dtype(state))
+    delta = from_official(state, base=base, base_model=base_model, base_revision=base_revision)
     delta.save(out_dir)
     return delta
 
