@@ -12,11 +12,11 @@ import os
 from pathlib import Path
 from typing import Any, ClassVar
 
-import lightning as L
 import torch
 from torch.overrides import TorchFunctionMode
 
 from zoo._io import CONFIG_NAME, DEFAULT_SHARD_BYTES, atomic_path, save_state_dict, write_json_atomic
+from zoo._lightning import L  # Lightning without the optional packages torchmetrics would import
 
 __all__ = ["ZooModule", "plain", "constructor_args", "CONFIG_FORMAT"]
 
