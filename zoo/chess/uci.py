@@ -1,23 +1,38 @@
 """A UCI front end for a ChessBench model, and a small terminal game.
 
 ``zoo chess uci NAME`` speaks the Universal Chess Interface on stdin/stdout, so any chess GUI or
-``chess.engine.SimpleEngine.popen_uci(["zoo", "chess", "uci", NAME])`` can play the model. The model
-searches nothing: every ``go`` is answered at once with the policy's move (time controls are ignored).
+``chess.engine.SimpleEngine.popen_uci(["zoo", "chess", "uci", NAME])`` can play the model. It answers ``uci`` at
+once and loads the model in a background thread (``isready`` waits for it). The model searches nothing: a ``go``
+values the legal moves with one batched forward. When the time limit (``movetime``, or a share of the clock) is too
+short for all of them, it values them in chunks, most forcing first (checks, captures, promotions), and plays the
+best one valued before the deadline; ``infinite`` and ``ponder`` hold the move until ``stop`` / ``ponderhit``.
+
+Options: ``Threads`` (torch CPU threads), ``Move Overhead`` (ms kept back from each time limit for the GUI and the
+pipe) and ``Model`` (a catalog name or repo folder: setting it loads that model).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import sys
-from typing import TextIO
+import threading
+import time
+from typing import TYPE_CHECKING, Callable, TextIO
 
 import chess
 
-from zoo.chess.engine import ChessEngine, parse_move
+if TYPE_CHECKING:
+    from zoo.chess.engine import ChessEngine, MoveAnalysis
 
-__all__ = ["UCIProtocol", "win_prob_to_centipawns", "play_terminal"]
+__all__ = ["UCIProtocol", "GoLimits", "win_prob_to_centipawns", "play_terminal", "run_uci"]
 
 _LICHESS_SLOPE = 0.00368208
+_DEFAULT_OVERHEAD_MS = 10
+_MOVES_TO_GO = 30  # a clock without movestogo is shared as if this many moves were left
+_PLAN_SHARE = 0.8  # work is planned for this share of the time left: a forward's time varies on a busy CPU
+_GO_FLAGS = ("ponder", "infinite")
+_GO_NUMBERS = ("wtime", "btime", "winc", "binc", "movestogo", "depth", "nodes", "mate", "movetime")
 
 
 def win_prob_to_centipawns(p: float) -> int:
@@ -26,21 +41,108 @@ def win_prob_to_centipawns(p: float) -> int:
     return int(round(math.log(p / (1 - p)) / _LICHESS_SLOPE))
 
 
-class UCIProtocol:
-    """Line-by-line UCI state machine around a :class:`ChessEngine`."""
+class GoLimits:
+    """The arguments of one ``go`` command."""
 
-    def __init__(self, engine: ChessEngine, name: str, out: TextIO):
-        self.engine = engine
+    def __init__(self, args: list[str], board: chess.Board):
+        self.numbers: dict[str, int] = {}
+        self.flags: set[str] = set()
+        self.searchmoves: list[chess.Move] = []
+        i = 0
+        while i < len(args):
+            word = args[i]
+            if word in _GO_FLAGS:
+                self.flags.add(word)
+            elif word in _GO_NUMBERS:
+                if i + 1 == len(args):
+                    raise ValueError(f"go {word} needs a number")
+                try:
+                    self.numbers[word] = int(args[i + 1])
+                except ValueError:
+                    raise ValueError(f"go {word} needs an integer, got {args[i + 1]!r}") from None
+                i += 1
+            elif word == "searchmoves":
+                while i + 1 < len(args) and args[i + 1] not in _GO_FLAGS + _GO_NUMBERS:
+                    i += 1
+                    try:
+                        move = chess.Move.from_uci(args[i])
+                    except ValueError:
+                        move = None
+                    if move not in board.legal_moves:
+                        raise ValueError(f"searchmoves: {args[i]} is not legal in {board.fen()}")
+                    self.searchmoves.append(move)
+            else:
+                raise ValueError(f"unknown go argument {word!r}")
+            i += 1
+
+    @property
+    def held(self) -> bool:
+        """``infinite`` and ``ponder``: the answer waits for ``stop`` or ``ponderhit``."""
+        return bool(self.flags)
+
+    def budget(self, turn: chess.Color) -> float | None:
+        """Seconds this move may take (None: no limit)."""
+        if "movetime" in self.numbers:
+            return self.numbers["movetime"] / 1000
+        left = self.numbers.get("wtime" if turn == chess.WHITE else "btime")
+        if left is None:
+            return None
+        increment = self.numbers.get("winc" if turn == chess.WHITE else "binc", 0)
+        share = left / max(self.numbers.get("movestogo", _MOVES_TO_GO), 1) + increment
+        return min(share, left / 2) / 1000
+
+
+def _usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _forcing_first(board: chess.Board, moves: list[chess.Move]) -> list[chess.Move]:
+    """Checks, captures (bigger victims first) and promotions before quiet moves; otherwise the given order."""
+
+    def key(move: chess.Move) -> int:
+        victim = board.piece_type_at(move.to_square) or (chess.PAWN if board.is_en_passant(move) else 0)
+        return -(8 * board.gives_check(move) + victim + (move.promotion or 0))
+
+    return sorted(moves, key=key)
+
+
+class UCIProtocol:
+    """Line-by-line UCI state machine around the :class:`ChessEngine` that ``load(name)`` returns.
+
+    ``load`` runs in a background thread, started once the first command is answered (so that ``uciok`` does not
+    compete with it for the interpreter) and whenever the ``Model`` option changes; commands that need the engine
+    wait for it. ``clock`` is injectable for tests.
+    """
+
+    def __init__(self, name: str, out: TextIO, *, load: Callable[[str], ChessEngine], threads: int | None = None,
+                 clock: Callable[[], float] = time.perf_counter):
         self.name = name
         self.out = out
-        self.board = chess.Board()
+        self.clock = clock
+        self.board: chess.Board | None = chess.Board()  # None after a position command that failed
+        self.threads = threads or _usable_cores()
+        self.overhead_ms = _DEFAULT_OVERHEAD_MS
+        self.row_seconds: float | None = None  # measured cost of one network row, for the time budget
+        self._load = load
+        self._engine: ChessEngine | None = None
+        self._loading: threading.Thread | None = None
+        self._load_error: BaseException | None = None
+        self._threads_set: int | None = None
+        self._held: str | None = None  # the bestmove line of an infinite / ponder search
 
+    # ------------------------------------------------------------------ I/O
     def send(self, line: str) -> None:
         self.out.write(line + "\n")
         self.out.flush()
 
+    def loop(self, stream: TextIO) -> None:
+        for line in stream:
+            if not self.handle(line.strip()):
+                break
+
     def handle(self, line: str) -> bool:
         """Process one command; returns False on ``quit``."""
+        start = self.clock()
         tokens = line.split()
         if not tokens:
             return True
@@ -48,23 +150,93 @@ class UCIProtocol:
         if command == "uci":
             self.send(f"id name zoo-chess {self.name}")
             self.send("id author zoo (ChessBench transformer, searchless)")
+            self.send(f"option name Threads type spin default {self.threads} min 1 max 512")
+            self.send(f"option name Move Overhead type spin default {_DEFAULT_OVERHEAD_MS} min 0 max 5000")
+            self.send(f"option name Model type string default {self.name}")
             self.send("uciok")
         elif command == "isready":
+            self._ready_engine()
             self.send("readyok")
+        elif command == "setoption":
+            self._setoption(args)
         elif command == "ucinewgame":
             self.board = chess.Board()
         elif command == "position":
             self._position(args)
         elif command == "go":
-            self._go()
+            self._go(args, start)
+        elif command in ("stop", "ponderhit"):
+            if self._held:
+                self.send(self._held)
+                self._held = None
         elif command == "quit":
             return False
-        elif command in ("stop", "ponderhit", "setoption", "debug", "register"):
-            pass  # answers are immediate; there are no options
+        elif command in ("debug", "register"):
+            pass  # nothing to debug or register
         else:
             self.send(f"info string unknown command {command!r}")
+        if self._loading is None:
+            self._start_loading(self.name)
         return True
 
+    # ------------------------------------------------------------------ the engine
+    def _start_loading(self, name: str) -> None:
+        def work() -> None:
+            try:
+                engine = self._load(name)
+                # a first analysis warms the kernels up; a second gives the first cost per valued move
+                board = chess.Board()
+                engine.analyse(board)
+                begin = self.clock()
+                engine.analyse(board)
+                self.row_seconds = (self.clock() - begin) / board.legal_moves.count()
+                self._engine, self.name = engine, name
+            except Exception as err:  # noqa: BLE001  (reported where the engine is next needed)
+                self._load_error = err
+
+        self._load_error = None
+        self._loading = threading.Thread(target=work, name=f"load {name}", daemon=True)
+        self._loading.start()
+
+    def _ready_engine(self) -> ChessEngine:
+        """The engine, once loaded. A failed first load raises; a failed ``Model`` change keeps the old model."""
+        if self._loading is None:
+            self._start_loading(self.name)
+        self._loading.join()
+        if self._load_error is not None:
+            err, self._load_error = self._load_error, None
+            if self._engine is None:
+                self.send(f"info string error: {err}")
+                raise err
+            self.send(f"info string error: {err}; still playing {self.name}")
+        if self._threads_set != self.threads:
+            import torch
+
+            torch.set_num_threads(self.threads)
+            self._threads_set = self.threads
+        return self._engine
+
+    def _setoption(self, args: list[str]) -> None:
+        name, _, value = " ".join(args).removeprefix("name ").partition(" value ")
+        name, value = name.strip().lower(), value.strip()
+        if name in ("threads", "move overhead"):
+            try:
+                number = int(value)
+            except ValueError:
+                self.send(f"info string error: option {name!r} needs an integer, got {value!r}")
+                return
+            if name == "threads":
+                self.threads = max(1, number)
+            else:
+                self.overhead_ms = max(0, number)
+        elif name == "model" and value:
+            if self._loading is not None:
+                self._loading.join()
+            self._start_loading(value)
+        else:
+            self.send(f"info string error: unknown option {name!r} (or no value)")
+
+    # ------------------------------------------------------------------ commands
     def _position(self, args: list[str]) -> None:
         try:
             if not args:
@@ -84,31 +256,96 @@ class UCIProtocol:
                     board.push(move)
             self.board = board
         except ValueError as err:
+            self.board = None  # never play on from the position before the bad command
             self.send(f"info string error: {err}")
 
-    def _go(self) -> None:
-        if not any(self.board.legal_moves):
-            self.send("bestmove 0000")
+    def _go(self, args: list[str], start: float) -> None:
+        if self.board is None:
+            self.send("info string error: no position to play: the last position command failed")
+            self._answer("bestmove 0000", held=False)
             return
-        analysis = self.engine.analyse(self.board)
-        move = self.engine.choose(analysis)
+        try:
+            limits = GoLimits(args, self.board)
+        except ValueError as err:
+            self.send(f"info string error: {err}")
+            self._answer("bestmove 0000", held=False)
+            return
+        if not any(self.board.legal_moves):
+            self._answer("bestmove 0000", limits.held)
+            return
+        engine = self._ready_engine()
+        budget = None if limits.held else limits.budget(self.board.turn)
+        deadline = None if budget is None else start + budget - self.overhead_ms / 1000
+        analysis, valued = self._analyse(engine, self.board, limits.searchmoves, deadline)
+        move = engine.choose(analysis)
         i = analysis.moves.index(move)
+        ms = int(1000 * (self.clock() - start))
         if analysis.policy == "behavioral_cloning":
-            self.send(f"info depth 1 nodes {len(analysis.moves)} pv {move.uci()} string p={math.exp(analysis.scores[i]):.4f}")
+            self.send(f"info depth 1 nodes {valued} time {ms} pv {move.uci()} string p={math.exp(analysis.scores[i]):.4f}")
         else:
             cp = win_prob_to_centipawns(float(analysis.scores[i]))
-            self.send(f"info depth 1 nodes {len(analysis.moves)} score cp {cp} pv {move.uci()}")
-        self.send(f"bestmove {move.uci()}")
+            self.send(f"info depth 1 nodes {valued} time {ms} score cp {cp} pv {move.uci()}")
+        self._answer(f"bestmove {move.uci()}", limits.held)
 
-    def loop(self, stream: TextIO) -> None:
-        for line in stream:
-            if not self.handle(line.strip()):
+    def _answer(self, line: str, held: bool) -> None:
+        if held:
+            self._held = line
+        else:
+            self.send(line)
+
+    def _analyse(self, engine: ChessEngine, board: chess.Board, searchmoves: list[chess.Move],
+                 deadline: float | None) -> tuple[MoveAnalysis, int]:
+        """The analysis of as many of the moves as fit before ``deadline``, and how many it valued."""
+        from zoo.chess.engine import legal_moves
+
+        moves = [m for m in legal_moves(board) if not searchmoves or m in searchmoves]
+        if engine.policy == "behavioral_cloning":  # one row values every move: nothing to budget
+            return self._timed(engine, board, moves, 1), len(moves)
+        if deadline is None or self.row_seconds * len(moves) <= _PLAN_SHARE * (deadline - self.clock()):
+            return self._timed(engine, board, moves, len(moves)), len(moves)
+        parts, todo = [], _forcing_first(board, moves)
+        while todo:
+            fits = int(_PLAN_SHARE * (deadline - self.clock()) / self.row_seconds)
+            if parts and fits < 1:
                 break
+            n = max(1, min(len(todo), fits))
+            parts.append(self._timed(engine, board, todo[:n], n))
+            todo = todo[n:]
+        return _merge(parts), sum(len(p.moves) for p in parts)
+
+    def _timed(self, engine: ChessEngine, board: chess.Board, moves: list[chess.Move], rows: int) -> MoveAnalysis:
+        """One batched analysis of ``moves`` (legal, in the official order), updating the measured cost per row."""
+        begin = self.clock()
+        if len(moves) == board.legal_moves.count():
+            analysis = engine.analyse(board)
+        else:  # the engine's own row building and scoring, on a subset of the legal moves
+            analysis = engine._finish(board, moves, engine.last_log_probs(engine._rows(board, moves)))
+        self.row_seconds = 0.5 * self.row_seconds + 0.5 * (self.clock() - begin) / rows
+        return analysis
+
+
+def _merge(parts: list[MoveAnalysis]) -> MoveAnalysis:
+    """One analysis from analyses of disjoint move subsets of a position, in the official move order."""
+    import numpy as np
+
+    from zoo.chess.engine import ACTION_TO_INDEX, MoveAnalysis
+
+    moves = [m for p in parts for m in p.moves]
+    order = sorted(range(len(moves)), key=lambda i: ACTION_TO_INDEX[moves[i].uci()])
+
+    def field(name: str) -> np.ndarray:
+        return np.concatenate([getattr(p, name) for p in parts])[order]
+
+    first = parts[0]
+    return MoveAnalysis(first.fen, first.policy, [moves[i] for i in order], field("win_probs"), field("scores"),
+                        field("repetition_draw"), field("log_probs"), first.state_win_prob)
 
 
 def play_terminal(engine: ChessEngine, *, human: chess.Color = chess.WHITE, fen: str | None = None,
                   stdin: TextIO = sys.stdin, out: TextIO = sys.stdout) -> chess.Board:
     """Play the model in the terminal: type moves in UCI or SAN; 'undo' takes back a move pair, 'quit' stops."""
+    from zoo.chess.engine import parse_move
+
     board = chess.Board(fen) if fen else chess.Board()
     while not board.is_game_over(claim_draw=True):
         if board.turn == human:
@@ -138,28 +375,33 @@ def play_terminal(engine: ChessEngine, *, human: chess.Color = chess.WHITE, fen:
     return board
 
 
+def run_uci(name: str, *, device: str = "cpu", temperature: float | None = None, threads: int | None = None,
+            stdin: TextIO = sys.stdin, out: TextIO = sys.stdout) -> None:
+    """The UCI loop for ``name``; a catalog name is checked before ``uci`` is answered (without importing torch)."""
+    if not (name.startswith("hf://") or os.path.isdir(name)):
+        from zoo.registry import get_entry
+
+        get_entry(name)  # an unknown name fails here, with the closest names, not in the loading thread
+
+    def load(model: str) -> ChessEngine:
+        import zoo
+
+        return zoo.load(model, device=device).engine(temperature=temperature)
+
+    UCIProtocol(name, out, load=load, threads=threads).loop(stdin)
+
+
 def main(argv: list[str] | None = None) -> None:
     """``python -m zoo.chess.uci NAME``: the UCI loop without the zoo CLI."""
-    import argparse
+    from zoo.cli import ArgumentParser
 
-    parser = argparse.ArgumentParser(prog="python -m zoo.chess.uci")
-    parser.add_argument("name")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--temperature", type=float)
-    parser.add_argument("--threads", type=int)
+    parser = ArgumentParser(prog="python -m zoo.chess.uci")
+    parser.add_argument("name", help="catalog name (e.g. chess-small-av) or a zoo repo folder")
+    parser.add_argument("--device", default="cpu", help="torch device")
+    parser.add_argument("--temperature", type=float, help="sample moves with this temperature (default: greedy)")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: the usable cores)")
     args = parser.parse_args(argv)
     run_uci(args.name, device=args.device, temperature=args.temperature, threads=args.threads)
-
-
-def run_uci(name: str, *, device: str = "cpu", temperature: float | None = None, threads: int | None = None) -> None:
-    import torch
-
-    import zoo
-
-    if threads is not None:
-        torch.set_num_threads(threads)
-    engine = zoo.load(name, device=device).engine(temperature=temperature)
-    UCIProtocol(engine, name, sys.stdout).loop(sys.stdin)
 
 
 if __name__ == "__main__":
