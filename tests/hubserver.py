@@ -378,17 +378,17 @@ def _model_index_errors(index) -> list[str]:
 # ----------------------------------------------------------------------------- fault injection
 @dataclass
 class _Fault:
-    kind: str  # "tamper" | "truncate" | "delay" | "fail"
+    kind: str  # "tamper" | "truncate" | "flip" | "stall" | "delay" | "fail"
     method: str | None
     path: str | None  # exact file path in repo (tamper/truncate) or substring of the URL path (delay/fail)
     repo_id: str | None
     remaining: int | None  # None: forever
-    value: float | int = 0
+    value: float | int | tuple = 0
 
     def matches(self, method: str, url_path: str, repo_id: str | None = None, file_path: str | None = None) -> bool:
         if self.remaining == 0 or (self.method and self.method != method):
             return False
-        if self.kind in ("tamper", "truncate"):
+        if self.kind in ("tamper", "truncate", "flip", "stall"):
             return file_path == self.path and (self.repo_id is None or self.repo_id == repo_id)
         return self.path is None or self.path in url_path
 
@@ -416,6 +416,9 @@ class HubServer:
 
     def __init__(self, *, token: str | None = None):
         self.token = token
+        # a mirror that sends no per-file hashes: "info" drops size/blobId/lfs from model_info, "all" also from
+        # tree and paths-info listings
+        self.hide_hashes: str | None = None
         self.requests: list[tuple[str, str]] = []
         self.request_log: list[RequestRecord] = []
         self.in_flight = 0  # requests being handled right now
@@ -469,6 +472,15 @@ class HubServer:
     def truncate(self, path: str, *, keep: int = 0, repo_id: str | None = None, times: int | None = None) -> None:
         """Send only the first ``keep`` body bytes of ``path`` (announcing the full Content-Length), then close."""
         self._add_fault(_Fault("truncate", "GET", path, repo_id, times, keep))
+
+    def flip(self, path: str, *, offset: int, repo_id: str | None = None, times: int | None = None) -> None:
+        """Serve ``path`` with the one byte at ``offset`` (negative: from the end) inverted; headers unchanged."""
+        self._add_fault(_Fault("flip", "GET", path, repo_id, times, offset))
+
+    def stall(self, path: str, *, after: int, seconds: float, repo_id: str | None = None,
+              times: int | None = None) -> None:
+        """Send the first ``after`` body bytes of ``path``, then hang ``seconds`` before the rest (kill tests)."""
+        self._add_fault(_Fault("stall", "GET", path, repo_id, times, (after, seconds)))
 
     def delay(self, seconds: float, *, method: str | None = None, path_contains: str | None = None,
               times: int | None = None) -> None:
@@ -801,7 +813,7 @@ class _HubHandler(BaseHTTPRequestHandler):
         for path in sorted(commit.files):
             entry = commit.files[path]
             sibling: dict = {"rfilename": path}
-            if blobs:
+            if blobs and not hub.hide_hashes:
                 sibling.update(size=entry.size, blobId=entry.blob_id)
                 if entry.lfs:
                     sibling["lfs"] = {"sha256": entry.sha256, "size": entry.size,
@@ -892,6 +904,8 @@ class _HubHandler(BaseHTTPRequestHandler):
         for path in paths:
             if path in commit.files:
                 info = commit.files[path].tree_json(path)
+                if self.hub.hide_hashes == "all":
+                    info = {"type": "file", "oid": None, "path": path, "size": info["size"]}
                 if expand:
                     info["securityFileStatus"] = {"status": "safe", "avScan": {"virusFound": False, "virusNames": None},
                                                   "pickleImportScan": None}
@@ -980,6 +994,17 @@ class _HubHandler(BaseHTTPRequestHandler):
         if self.method == "GET":
             if hub._take_fault("tamper", "GET", self.url_path, repo_id, path):
                 body = bytes(b ^ 0xFF for b in body)
+            if fault := hub._take_fault("flip", "GET", self.url_path, repo_id, path):
+                flipped = bytearray(body)
+                flipped[int(fault.value)] ^= 0xFF
+                body = bytes(flipped)
+            if fault := hub._take_fault("stall", "GET", self.url_path, repo_id, path):
+                after, seconds = fault.value
+                self.close_connection = True
+                self._send(status, body[:after], {**headers, "Connection": "close"}, content_length=len(body))
+                self.wfile.flush()
+                time.sleep(seconds)
+                raise _Sent()
             if fault := hub._take_fault("truncate", "GET", self.url_path, repo_id, path):
                 self.close_connection = True
                 self._send(status, body[: int(fault.value)], {**headers, "Connection": "close"},

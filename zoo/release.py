@@ -1,0 +1,155 @@
+"""``zoo release``: publish every catalog model to its Hub home and write the resulting pins back.
+
+For each entry the repo folder comes from the embedded mirror (``hub/<name>``), from the official files converted
+by the method's converter (only when they are already on this machine: ``zoo download NAME`` or files placed in
+``$ZOO_HOME/downloads/NAME``), or, for a released entry with no mirror, from its current Hub home. The folder is
+uploaded to ``hf://<hub_repo>`` with its model card; the commit and every file's sha256 and size go back into the
+method's ``pins.json`` (the catalog source), for review as a diff.
+
+Torch is imported only to write the card of a freshly converted repo.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from zoo._io import sha256_file, write_json_atomic
+from zoo.errors import OfflineError, ZooError
+from zoo.hub import _fetch_upstream, embedded_hub_dir, fetch, hf_endpoint, zoo_home
+from zoo.registry import ModelEntry, get_entry, get_method, list_models, pins_path
+
+__all__ = ["plan", "release", "write_pins"]
+
+
+def _upstream_on_disk(entry: ModelEntry) -> bool:
+    """Whether every official file is already here (release never starts multi-GB downloads by itself)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    from zoo.hub import _parse_hf_url, hf_cache_dir
+
+    for spec in entry.upstream:
+        if spec.url.startswith("hf://"):
+            repo_id, revision, path = _parse_hf_url(spec.url)
+            cached = try_to_load_from_cache(repo_id, path, cache_dir=hf_cache_dir(), revision=revision or "main")
+            if not isinstance(cached, str):
+                return False
+        elif not (zoo_home() / "downloads" / entry.name / spec.path).exists():
+            return False
+    return True
+
+
+def _action(entry: ModelEntry) -> str:
+    if entry.released and (embedded_hub_dir() / entry.name).is_dir():
+        return "upload the embedded mirror"
+    if not entry.released and _upstream_on_disk(entry):
+        return "convert the official files, then upload"
+    if entry.released:
+        return "download from its Hub home, then upload"
+    if all(f.url.startswith("hf://") for f in entry.upstream):
+        return f"skip: official files not on this machine (`zoo download {entry.name}` puts them in the HF cache)"
+    where = zoo_home() / "downloads" / entry.name
+    return f"skip: official files not on this machine (`zoo download {entry.name}`, or place them in {where})"
+
+
+def plan(names: list[str] | None = None) -> list[dict[str, Any]]:
+    """What a release would do, per entry: its Hub home, current pins and action (no network, no writes)."""
+    rows = []
+    for name in names or list_models():
+        entry = get_entry(name)
+        rows.append({"name": name, "hub_repo": entry.hub_repo, "revision": entry.revision, "action": _action(entry),
+                     "files": {f.path: {"sha256": f.sha256, "size": f.size} for f in entry.files},
+                     "upstream": [f.url for f in entry.upstream]})
+    return rows
+
+
+def _card_fields(entry: ModelEntry) -> dict[str, Any]:
+    metrics = [{"name": k, "value": v} for k, v in entry.metrics.items()
+               if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return {"name": entry.name, "description": entry.description, "paper": entry.paper, "metrics": metrics,
+            "recipe": entry.recipe or "", "license": _hub_license(entry.license),
+            "base_model": entry.base_model}
+
+
+def _hub_license(text: str) -> str:
+    """The Hub's license id for a catalog license text (the Hub accepts ids only)."""
+    lowered = text.lower()
+    for hub_id in ("apache-2.0", "cc-by-4.0", "mit"):
+        if lowered.startswith(hub_id):
+            return hub_id
+    return "other"
+
+
+def _converted_folder(entry: ModelEntry, staging: Path) -> Path:
+    """The official files converted into a zoo repo, with a model card rendered from the catalog entry."""
+    from zoo.loading import load
+    from zoo.publishing import render_card
+
+    converted = _fetch_upstream(entry)
+    folder = staging / entry.name
+    shutil.copytree(converted, folder)
+    files = {p.name: {"sha256": sha256_file(p), "size": p.stat().st_size} for p in sorted(folder.iterdir())}
+    (folder / "README.md").write_text(render_card(load(folder), files, _card_fields(entry)), encoding="utf-8")
+    return folder
+
+
+def _pins_of(folder: Path) -> list[dict[str, Any]]:
+    return [{"path": str(p.relative_to(folder)), "sha256": sha256_file(p), "size": p.stat().st_size}
+            for p in sorted(folder.rglob("*")) if p.is_file() and not p.name.startswith(".")]
+
+
+def write_pins(pins: dict[str, dict[str, Any]], out: Path | None = None) -> list[Path]:
+    """Merge ``{name: {"revision", "files"}}`` into each method's ``pins.json`` (or into the one file ``out``)."""
+    targets: dict[Path, dict[str, Any]] = {}
+    for name, pin in pins.items():
+        if out is not None:
+            path = Path(out)
+        else:
+            catalog = get_method(get_entry(name).method).catalog
+            if catalog is None:
+                raise ZooError(f"{name}: its method has no catalog module to write pins beside; pass --pins-out")
+            path = pins_path(catalog.rpartition(".")[0])
+        if path not in targets:
+            targets[path] = json.loads(path.read_text()) if path.exists() else {}
+        targets[path][name] = pin
+    for path, data in targets.items():
+        write_json_atomic(path, data)
+    return sorted(targets)
+
+
+def release(names: list[str] | None = None, *, endpoint: str | None = None, token: str | None = None,
+            pins_out: Path | None = None, message: str | None = None, progress=print) -> dict[str, Any]:
+    """Publish each entry to ``hf://<hub_repo>``; returns ``{"released": {name: pin}, "skipped": {name: why}}``
+    and writes the pins (see :func:`write_pins`)."""
+    from huggingface_hub import HfApi
+
+    from zoo.hub import _hub_call
+
+    api = HfApi(endpoint=endpoint or hf_endpoint(), token=token)
+    released: dict[str, dict[str, Any]] = {}
+    skipped: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="zoo-release-") as tmp:
+        for name in names or list_models():
+            entry = get_entry(name)
+            action = _action(entry)
+            if action.startswith("skip"):
+                skipped[name] = action
+                progress(f"{name}: {action}")
+                continue
+            try:
+                folder = _converted_folder(entry, Path(tmp)) if not entry.released else fetch(entry)
+            except OfflineError as err:
+                skipped[name] = f"skip: {err}"
+                progress(f"{name}: skip: {err}")
+                continue
+            with _hub_call(entry.hub_repo, "main"):
+                api.create_repo(entry.hub_repo, exist_ok=True)
+                info = api.upload_folder(repo_id=entry.hub_repo, folder_path=str(folder),
+                                         commit_message=message or f"zoo release of {name}")
+            released[name] = {"revision": info.oid, "files": _pins_of(folder)}
+            progress(f"{name}: hf://{entry.hub_repo}@{info.oid} ({len(released[name]['files'])} files)")
+    written = write_pins(released, pins_out) if released else []
+    return {"released": released, "skipped": skipped, "pins_files": [str(p) for p in written]}
