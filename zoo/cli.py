@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Sequence
 
 from zoo import registry
-from zoo.errors import ZooError
 
 
 # ----------------------------------------------------------------------------- tables
@@ -155,44 +155,25 @@ def cmd_finetune(args) -> None:
     run_recipe(args.recipe, args.overrides, init_from=args.name, ckpt_path=args.ckpt_path)
 
 
-def cmd_recipe(args) -> None:
-    from zoo.recipes import copy_recipe, find_recipe, list_recipes
-
-    if args.name is None:
-        print("\n".join(list_recipes()))
-    elif args.out:
-        print(copy_recipe(args.name, args.out))
-    else:
-        path = find_recipe(args.name)
-        print("\n".join(sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file()))
-              if path.is_dir() else path.read_text(encoding="utf-8"), end="" if path.is_file() else "\n")
-
-
-def cmd_release(args) -> None:
-    from zoo.release import plan, release
-
-    if args.dry_run:
-        rows = plan(args.names or None)
-        if args.json:
-            print(json.dumps(rows, indent=2))
-            return
-        for row in rows:
-            print(f"{row['name']}  ->  hf://{row['hub_repo']}@{row['revision'] or 'main'}")
-            print(f"  action: {row['action']}")
-            for path, pin in row["files"].items():
-                print(f"  {path:32s} {pin['sha256']}  {pin['size']:>10d} B")
-            for url in row["upstream"]:
-                print(f"  upstream {url}")
-        return
-    result = release(args.names or None, endpoint=args.endpoint, token=args.token, pins_out=args.pins_out,
-                     message=args.message)
-    print(f"released {len(result['released'])}, skipped {len(result['skipped'])}; pins written to "
-          f"{', '.join(result['pins_files']) or 'nothing'} (review them with `git diff`)")
-
-
 # ----------------------------------------------------------------------------- parser
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default in its help, unless there is none (None, a store_true flag) or the help says it."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """The zoo's parsers; subcommand parsers, the methods' included, take their parent's class and so this help."""
+
+    def __init__(self, *args, formatter_class=HelpFormatter, **kwargs):
+        super().__init__(*args, formatter_class=formatter_class, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="zoo", description="A PyTorch Lightning model zoo with pretrained checkpoints.")
+    parser = ArgumentParser(prog="zoo", description="A PyTorch Lightning model zoo with pretrained checkpoints.")
     parser.add_argument("--version", action="version", version=f"zoo {__import__('zoo').__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -203,20 +184,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_list)
 
     p = commands.add_parser("info", help="show a model's catalog entry")
-    p.add_argument("name")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("name", help="catalog name")
+    p.add_argument("--json", action="store_true", help="print the entry as JSON")
     p.set_defaults(func=cmd_info)
 
     p = commands.add_parser("download", help="fetch and verify a model's files; print their folder")
     p.add_argument("name", help="catalog name or hf://owner/repo")
-    p.add_argument("--revision")
+    p.add_argument("--revision", help="Hub branch, tag or commit (default: the catalog's pinned commit, or main)")
     p.set_defaults(func=cmd_download)
 
     p = commands.add_parser("load", help="load a model and print a summary")
     p.add_argument("name", help="catalog name, hf://owner/repo or a local repo folder")
-    p.add_argument("--revision")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype")
+    p.add_argument("--revision", help="Hub branch, tag or commit (default: the catalog's pinned commit, or main)")
+    p.add_argument("--device", default="cpu", help="torch device")
+    p.add_argument("--dtype", help="cast floating weights, e.g. float64 or bfloat16 (default: as stored)")
     p.set_defaults(func=cmd_load)
 
     p = commands.add_parser("publish", help="write a model as a Hub repo into a folder, or upload it (hf://owner/name)")
@@ -224,38 +205,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("repo", help="a folder (e.g. hub/my-model) or hf://owner/name")
     p.add_argument("--card", help="YAML/JSON with model card fields (description, metrics, license, datasets, ...)")
     p.add_argument("--endpoint", help="Hub endpoint (default: $ZOO_HF_ENDPOINT or huggingface.co)")
-    p.add_argument("--token")
-    p.add_argument("--private", action="store_true")
+    p.add_argument("--token", help="Hub token (default: huggingface_hub's login)")
+    p.add_argument("--private", action="store_true", help="create the Hub repo private")
     p.add_argument("--max-shard-mb", type=float, default=2048, help="shard model.safetensors above this size")
     p.add_argument("--dtype", help="cast floating weights first, e.g. bfloat16 to halve a small model's download")
     p.set_defaults(func=cmd_publish)
 
     p = commands.add_parser("train", help="run a recipe (LightningCLI YAML) from scratch")
-    p.add_argument("recipe", help="e.g. recipes/chess/small.yaml; further --a.b=c arguments override the recipe")
+    p.add_argument("recipe", help="e.g. recipes/escaip/tiny_emt.yaml; further --a.b=c arguments override the recipe")
     p.add_argument("--ckpt-path", help="resume from this Lightning checkpoint, or 'last' (the newest last.ckpt of the "
                    "recipe's ModelCheckpoint, if any: safe to pass on a first run)")
     p.set_defaults(func=cmd_train)
 
     p = commands.add_parser("finetune", help="run a recipe starting from a pretrained model's weights")
-    p.add_argument("name")
+    p.add_argument("name", help="catalog name, hf://owner/repo or a local repo folder")
     p.add_argument("recipe", help="a recipe for the same module; further --a.b=c arguments override it")
     p.add_argument("--ckpt-path", help="resume an interrupted fine-tune from this Lightning checkpoint, or 'last'")
     p.set_defaults(func=cmd_finetune)
-
-    p = commands.add_parser("recipe", help="list the training recipes, print one, or copy one (works from an installed zoo)")
-    p.add_argument("name", nargs="?", help="e.g. chess/small_cpu (a .yaml is implied) or a folder such as chess")
-    p.add_argument("--out", help="copy the recipe (or folder) here instead of printing it")
-    p.set_defaults(func=cmd_recipe)
-
-    p = commands.add_parser("release", help="publish catalog models to their Hub homes and write their pins back")
-    p.add_argument("names", nargs="*", help="catalog names (default: every entry)")
-    p.add_argument("--dry-run", action="store_true", help="list each entry's Hub home, pins and action; change nothing")
-    p.add_argument("--json", action="store_true", help="with --dry-run: print the plan as JSON")
-    p.add_argument("--endpoint", help="Hub endpoint (default: $ZOO_HF_ENDPOINT or huggingface.co)")
-    p.add_argument("--token", help="Hub token (default: huggingface_hub's login)")
-    p.add_argument("--pins-out", help="write the pins to this JSON file instead of each method's pins.json")
-    p.add_argument("--message", help="commit message (default: 'zoo release of NAME')")
-    p.set_defaults(func=cmd_release)
 
     convert = commands.add_parser("convert", help="convert official checkpoints into zoo repos")
     converters = convert.add_subparsers(dest="method", metavar="METHOD", required=True)
@@ -273,9 +239,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(overrides)}")
     try:
         args.func(args)
-    except (registry.UnknownModelError, FileNotFoundError, ValueError, ZooError) as err:
+        sys.stdout.flush()  # here, not at exit, so that a closed pipe (`zoo list | head`) is caught below
+    except BrokenPipeError:
+        # stdout's reader left (`zoo list | head`): what Python flushes at exit goes to /dev/null, not a traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except (registry.UnknownModelError, FileNotFoundError, ValueError) as err:
         print(f"zoo: error: {err}", file=sys.stderr)
         return 2
+    except Exception as err:
+        from zoo.hub import IntegrityError, OfflineError
+
+        if isinstance(err, (IntegrityError, OfflineError)):
+            print(f"zoo: error: {err}", file=sys.stderr)
+            return 2
+        raise
     return 0
 
 

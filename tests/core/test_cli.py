@@ -1,4 +1,7 @@
+import argparse
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -66,3 +69,76 @@ def test_publish_casts_to_a_smaller_dtype(tmp_path, capsys):
     with pytest.raises(SystemExit, match="not a floating torch dtype"):
         main(["publish", str(tmp_path / "repo"), str(tmp_path / "bad"), "--dtype", "int8"])
     assert not (tmp_path / "bad").exists()
+
+
+# the commands that only read the catalog or print help must not pay for torch and Lightning
+_LIGHT_COMMANDS = [["--help"], ["list"], ["list", "--json"], ["info", "escaip-tiny-emt"], ["lsit"],
+                   ["download", "escaip-tiny-emt"], ["download", "chess-smal-av"], ["convert", "--help"],
+                   ["chess", "--help"], ["chess", "uci", "--help"], ["train", "--help"]]
+_HARNESS = """
+import json, sys
+from zoo.cli import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as exit:
+    code = exit.code
+print(json.dumps({"code": code, "heavy": sorted(m for m in ("torch", "lightning", "torchmetrics") if m in sys.modules)}),
+      file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("argv", _LIGHT_COMMANDS, ids=" ".join)
+def test_light_commands_import_no_torch(argv):
+    out = subprocess.run([sys.executable, "-c", _HARNESS, *argv], capture_output=True, text=True)
+    result = json.loads(out.stderr.splitlines()[-1])
+    assert result["heavy"] == [], out.stderr
+    assert result["code"] == (2 if argv in (["lsit"], ["download", "chess-smal-av"]) else 0), out.stderr
+    if argv[0] == "download" and result["code"] == 0:
+        assert (Path(out.stdout.strip()) / "config.json").is_file()
+
+
+def _parsers(parser):
+    """The parser and every sub-command parser below it."""
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _parsers(sub)
+
+
+def test_help_shows_every_default():
+    from zoo.cli import build_parser
+
+    checked = 0
+    for parser in _parsers(build_parser()):
+        text = " ".join(parser.format_help().split())
+        for action in parser._actions:
+            if action.default in (None, False, argparse.SUPPRESS) or action.help == argparse.SUPPRESS:
+                continue
+            if not action.option_strings and action.nargs not in ("?", "*"):
+                continue  # a required positional has no default to show
+            shown = f"(default: {action.default})" in text or "default" in (action.help or "")
+            assert shown, f"{parser.prog} {action.option_strings or action.dest}: default {action.default!r} not in help"
+            checked += 1
+    assert checked > 50
+
+
+def test_train_help_example_is_a_real_recipe():
+    out = subprocess.run([sys.executable, "-m", "zoo.cli", "train", "--help"], capture_output=True, text=True)
+    example = re.search(r"e\.g\. (recipes/\S+\.yaml)", " ".join(out.stdout.split()))
+    assert example and (ROOT / example.group(1)).is_file(), out.stdout
+
+
+def test_a_closed_pipe_ends_quietly():
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before zoo writes a byte (`zoo list --json | head -c0`)
+    try:
+        out = subprocess.run([sys.executable, "-m", "zoo.cli", "list", "--json"], stdout=write, stderr=subprocess.PIPE,
+                             text=True)
+    finally:
+        os.close(write)
+    assert out.returncode == 1 and out.stderr == ""
+
+
+def test_dir_lists_the_lazy_names():
+    assert {"load", "publish", "download", "ZooModule", "list_models", "OfflineError"} <= set(dir(zoo))

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import argparse
-
 
 def register_cli(commands, convert) -> None:
     p = commands.add_parser("escaip", help="EScAIP interatomic potentials: data generation, symmetry report")
     sub = p.add_subparsers(dest="escaip_command", metavar="COMMAND", required=True)
 
-    d = sub.add_parser("make-data", help="Langevin MD labelled with GFN2-xTB (molecules) and EMT (metal slabs)",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    d = sub.add_parser("make-data", help="Langevin MD labelled with GFN2-xTB (molecules) and EMT (metal slabs)")
     d.add_argument("out", help="output folder (rerun the same command to resume)")
     d.add_argument("--molecules", nargs="*", help="molecule names (default: all; `--molecules` alone: none)")
     d.add_argument("--slabs", nargs="*", help="slab names (default: all; `--slabs` alone: none)")
     d.add_argument("--list", action="store_true", help="list the molecules and slabs, then exit")
-    d.add_argument("--temperatures", nargs="+", type=float, default=[300.0, 500.0, 800.0])
+    d.add_argument("--temperatures", nargs="+", type=float, default=[300.0, 500.0, 800.0], help="thermostat temperatures, K")
     d.add_argument("--seeds", type=int, default=2, help="trajectories per system and temperature")
     d.add_argument("--frames", type=int, default=300, help="frames per molecule trajectory")
     d.add_argument("--slab-frames", type=int, default=100, help="frames per slab trajectory")
@@ -27,10 +24,10 @@ def register_cli(commands, convert) -> None:
     s = sub.add_parser("symmetry", help="energy invariance / force equivariance errors under rotations, translations")
     s.add_argument("name", help="catalog name or zoo repo folder")
     s.add_argument("--rotations", type=int, default=32, help="random rotations per kind (random, x, y, z)")
-    s.add_argument("--translations", type=int, default=8)
+    s.add_argument("--translations", type=int, default=8, help="random translations")
     s.add_argument("--structures", help="extxyz / ASE db of structures to test (default: molecules and a slab)")
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--dtype", help="e.g. float64")
+    s.add_argument("--seed", type=int, default=0, help="random seed of the rotations and translations")
+    s.add_argument("--dtype", help="e.g. float64 (default: as stored)")
     s.add_argument("--json", help="also write the report to this JSON file")
     s.set_defaults(func=_symmetry)
 
