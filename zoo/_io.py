@@ -10,6 +10,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from zoo.errors import DamagedFileError
+
 WEIGHTS_NAME = "model.safetensors"
 WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
 CONFIG_NAME = "config.json"
@@ -143,8 +145,15 @@ def weight_files(directory: str | os.PathLike) -> list[Path]:
     directory = Path(directory)
     index = directory / WEIGHTS_INDEX_NAME
     if index.exists():
-        weight_map = json.loads(index.read_text())["weight_map"]
-        return [directory / n for n in sorted(set(weight_map.values()))]
+        try:
+            weight_map = json.loads(index.read_bytes())["weight_map"]
+            names = sorted(set(weight_map.values()))
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
+            raise DamagedFileError(
+                f"{index} is damaged ({type(err).__name__}: {err}): it must be JSON with a 'weight_map' of tensor "
+                "names to shard files. Get a good copy: download the model again, or save or publish it again"
+            ) from None
+        return [directory / n for n in names]
     single = directory / WEIGHTS_NAME
     if single.exists():
         return [single]
@@ -152,9 +161,18 @@ def weight_files(directory: str | os.PathLike) -> list[Path]:
 
 
 def load_state_dict(directory: str | os.PathLike, device: str = "cpu") -> dict:
+    """Every tensor of a repo folder; a truncated or corrupt weights file is a DamagedFileError naming it."""
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     state: dict = {}
     for path in weight_files(directory):
-        state.update(load_file(str(path), device=device))
+        try:
+            state.update(load_file(str(path), device=device))
+        except SafetensorError as err:
+            raise DamagedFileError(
+                f"{path} is damaged ({err}): it is not a complete safetensors file, as after an interrupted "
+                "download or copy. Get a good copy: download the model again (zoo.load of a catalog name fetches "
+                "and checks it; for a folder, copy or publish it again from its source)"
+            ) from None
     return state

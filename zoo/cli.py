@@ -116,9 +116,9 @@ def cmd_publish(args) -> None:
 
     card = None
     if args.card:
-        from omegaconf import OmegaConf
+        from zoo.card import load_card
 
-        card = OmegaConf.to_container(OmegaConf.load(args.card), resolve=True)
+        card = load_card(args.card)  # checked before the model loads, so a bad card leaves nothing behind
     src = args.source
     if src.endswith(".ckpt"):
         from zoo.publishing import module_from_checkpoint
@@ -203,7 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser("publish", help="write a model as a Hub repo into a folder, or upload it (hf://owner/name)")
     p.add_argument("source", help="catalog name, local repo folder, or a Lightning .ckpt of a zoo module")
     p.add_argument("repo", help="a folder (e.g. hub/my-model) or hf://owner/name")
-    p.add_argument("--card", help="YAML/JSON with model card fields (description, metrics, license, datasets, ...)")
+    from zoo.card import CARD_SUMMARY
+
+    p.add_argument("--card", help=f"model card file: {CARD_SUMMARY}")
     p.add_argument("--endpoint", help="Hub endpoint (default: $ZOO_HF_ENDPOINT or huggingface.co)")
     p.add_argument("--token", help="Hub token (default: huggingface_hub's login)")
     p.add_argument("--private", action="store_true", help="create the Hub repo private")

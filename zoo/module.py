@@ -17,6 +17,7 @@ from torch.overrides import TorchFunctionMode
 
 from zoo._io import CONFIG_NAME, DEFAULT_SHARD_BYTES, atomic_path, save_state_dict, write_json_atomic
 from zoo._lightning import L  # Lightning without the optional packages torchmetrics would import
+from zoo.errors import ConfigError
 
 __all__ = ["ZooModule", "plain", "constructor_args", "CONFIG_FORMAT"]
 
@@ -128,7 +129,12 @@ class ZooModule(L.LightningModule):
         from zoo._io import load_state_dict
 
         with torch.device("meta"), _SkipInit():
-            model = cls(**hparams)
+            try:
+                model = cls(**hparams)
+            except ConfigError:
+                raise
+            except ValueError as err:  # a constructor's own check (a bad combination): the config's fault too
+                raise ConfigError(f"{cls.__name__} rejects these hyperparameters: {err}") from None
         state = load_state_dict(directory, device=str(device))
         model.load_weights_(state)
         if dtype is not None:

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from zoo._io import CONFIG_NAME, DEFAULT_SHARD_BYTES, atomic_path, sha256_file
+from zoo.card import check_card, load_card
 from zoo.module import ZooModule, _SkipInit, constructor_args
 from zoo.registry import resolve_module_class
 
@@ -115,7 +116,7 @@ def publish(
     model: ZooModule | str | os.PathLike,
     repo: str | os.PathLike,
     *,
-    card: dict[str, Any] | None = None,
+    card: dict[str, Any] | str | os.PathLike | None = None,
     max_shard_bytes: int = DEFAULT_SHARD_BYTES,
     endpoint: str | None = None,
     token: str | None = None,
@@ -124,9 +125,13 @@ def publish(
 ) -> dict[str, Any]:
     """Write ``model`` as a repo into the folder ``repo``, or upload it to the Hub if ``repo`` is ``hf://owner/name``.
 
-    ``model`` may be a ZooModule or the path of a Lightning checkpoint of one. Returns
-    ``{"repo", "commit", "files": {name: {"sha256", "size"}}}``; ``commit`` is None for a folder.
+    ``model`` may be a ZooModule or the path of a Lightning checkpoint of one. ``card``: model card fields, as a
+    dict or the path of a YAML/JSON file (the format: ``zoo.card.CARD_FORMAT``); it is checked before anything is
+    written, and a bad card is a ``zoo.errors.CardError``. Returns ``{"repo", "commit", "files": {name: {"sha256",
+    "size"}}}``; ``commit`` is None for a folder.
     """
+    if card is not None:
+        card = check_card(card) if isinstance(card, dict) else load_card(card)
     if not isinstance(model, ZooModule):
         model = module_from_checkpoint(model)
     target = str(repo)

@@ -128,9 +128,65 @@ def test_cli_reconstruct(converted, image_folder, tmp_path):
     from PIL import Image
 
     out = tmp_path / "rec.png"
-    images = sorted((image_folder / "val").rglob("*.png"))[:2]  # 40x40: resized and centre-cropped to 32x32
-    rcg_cli(["rcg", "reconstruct", str(converted["pipeline"]), *map(str, images), "--out", str(out), "--steps", "3"])
+    images = sorted((image_folder / "val").rglob("*.png"))[:2]  # 40x40: centre-cropped and resized to 32x32
+    rcg_cli(["rcg", "reconstruct", str(converted["pipeline"]), *map(str, images), "--out", str(out), "--steps", "3",
+             "--center-crop"])
     assert Image.open(out).size == (2 * 32 + 3 * 2, 2 * 32 + 3 * 2)  # inputs over generations
+
+
+def test_cli_reconstruct_refuses_other_sizes_and_non_images(converted, tmp_path, capsys, monkeypatch):
+    """One `zoo: error:` line each, as RCGPipeline.reconstruct refuses other sizes (the CLI used to crop silently)."""
+    import numpy as np
+    from PIL import Image
+
+    from zoo.cli import main
+    from zoo.errors import InputError
+    from zoo.rcg.cli import fit_size
+
+    wide = tmp_path / "wide.png"
+    Image.fromarray(np.zeros((50, 100, 3), np.uint8)).save(wide)
+    out = tmp_path / "rec.png"
+    argv = ["rcg", "reconstruct", str(converted["pipeline"]), str(wide), "--out", str(out), "--steps", "2"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("zoo: error: ")
+    assert f"{wide} is 100x50, but the model takes 32x32 images" in err[0] and "--center-crop" in err[0]
+    assert not out.exists()
+    # --center-crop takes the centre square: the left and right quarters of a 100x50 image are cut off
+    striped = np.zeros((50, 100, 3), np.uint8)
+    striped[:, 25:75] = 255
+    cropped = np.asarray(fit_size(wide, Image.fromarray(striped), 32, center_crop=True))
+    assert cropped.shape == (32, 32, 3) and cropped.min() == 255
+    with pytest.raises(InputError, match="is 100x50"):
+        fit_size(wide, Image.fromarray(striped), 32, center_crop=False)
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not an image")
+    monkeypatch.setattr(zoo, "load", lambda *a, **k: pytest.fail("the model loaded before the inputs were read"))
+    for path, message in ((notes, f"{notes} is not an image file PIL can read"),
+                          (tmp_path / "missing.png", "missing.png does not exist"),
+                          (tmp_path, f"{tmp_path} is not an image file")):
+        assert main(["rcg", "reconstruct", str(converted["pipeline"]), str(path), "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("zoo: error: ") and message in err[0], err
+
+
+def test_sampling_progress_moves_with_every_step(pipeline, capsys):
+    """The bar counts RDM steps and MAGE iterations (it sat at 0/1 batches for minutes)."""
+    from zoo.rcg.model import ddim_timesteps
+
+    calls = []
+    pipeline.generate_tokens(torch.randn(1, pipeline.mage.config.rep_dim), steps=3, on_step=lambda: calls.append("m"))
+    pipeline.sample_representations(1, rdm_steps=10, on_step=lambda: calls.append("r"))
+    assert calls == ["m"] * 3 + ["r"] * len(ddim_timesteps(10))
+    capsys.readouterr()
+    quiet = pipeline.sample(3, seed=0, batch_size=2, **FAST)
+    assert capsys.readouterr().err == ""
+    shown = pipeline.sample(3, seed=0, batch_size=2, progress=True, **FAST)
+    total = 2 * (len(ddim_timesteps(FAST["rdm_steps"])) + FAST["steps"])  # two batches
+    err = capsys.readouterr().err
+    assert f"{total}/{total}" in err and "batch 2/2" in err
+    assert torch.equal(quiet, shown)  # the bar does not change the samples
 
 
 def test_cli_sample_class_conditional(converted, tmp_path):

@@ -12,7 +12,7 @@ cosines between slot directions; unlike the official code, this runs in float64 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from zoo.escaip.graph import GraphConfig, NeighborGraph, batch_index, build_graph, safe_norm
+from zoo.hparams import dataclass_from_dict
 
 __all__ = ["EScAIPConfig", "EScAIP", "EScAIPBackbone", "HEAD_TYPES", "head_type", "CONFIGS"]
 
@@ -141,11 +142,8 @@ class EScAIPConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "EScAIPConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown EScAIP backbone options {unknown}; known options: {sorted(known)}")
-        return cls(**d)
+        """Unknown keys, wrong types and invalid combinations are a ``zoo.errors.ConfigError`` (a ValueError)."""
+        return dataclass_from_dict(cls, d, "backbone", "EScAIP backbone")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -56,21 +56,51 @@ def cmd_sample(args) -> None:
     print(f"wrote {args.out}: {args.n} samples of {args.name} ({images.shape[-1]}x{images.shape[-2]})")
 
 
+def read_images(paths) -> list:
+    """Image files as RGB PIL images; a file that is missing or not an image is an InputError naming it."""
+    from PIL import Image
+
+    from zoo.errors import InputError
+
+    images = []
+    for path in paths:
+        try:
+            with Image.open(path) as img:
+                images.append(img.convert("RGB"))
+        except FileNotFoundError:
+            raise InputError(f"{path} does not exist") from None
+        except OSError as err:  # PIL's UnidentifiedImageError, a truncated image, a folder
+            raise InputError(f"{path} is not an image file PIL can read ({err}); give PNG, JPEG or other "
+                             "images") from None
+    return images
+
+
+def fit_size(path, img, size: int, center_crop: bool):
+    """``img`` if it is size x size; with ``center_crop`` its centre square resized to that; else an InputError
+    (as RCGPipeline.reconstruct rejects other sizes: a silent crop or squash would hide what the model saw)."""
+    from PIL import Image
+
+    from zoo.errors import InputError
+
+    if img.size == (size, size):
+        return img
+    if not center_crop:
+        raise InputError(f"{path} is {img.width}x{img.height}, but the model takes {size}x{size} images: resize it "
+                         f"first, or pass --center-crop to cut out its centre square and resize that to {size}x{size}")
+    side = min(img.size)
+    left, top = (img.width - side) // 2, (img.height - side) // 2
+    return img.crop((left, top, left + side, top + side)).resize((size, size), Image.BICUBIC)
+
+
 def cmd_reconstruct(args) -> None:
     import numpy as np
     import torch
-    from PIL import Image
 
+    pictures = read_images(args.images)  # before the model loads: a wrong file fails at once
     model = _load(args)
     size = model.hparams.image_size
-    images = []
-    for path in args.images:
-        img = Image.open(path).convert("RGB")
-        scale = size / min(img.size)
-        img = img.resize((max(size, round(img.width * scale)), max(size, round(img.height * scale))), Image.BICUBIC)
-        left, top = (img.width - size) // 2, (img.height - size) // 2
-        img = img.crop((left, top, left + size, top + size))
-        images.append(torch.from_numpy(np.array(img)).permute(2, 0, 1).float() / 255)
+    images = [torch.from_numpy(np.array(fit_size(path, img, size, args.center_crop))).permute(2, 0, 1).float() / 255
+              for path, img in zip(args.images, pictures)]
     batch = torch.stack(images)
     out = model.reconstruct(batch, seed=args.seed, **_sampling_kwargs(args))
     save_grid(torch.cat([batch, out.cpu()]), args.out, nrow=len(images))
@@ -228,6 +258,9 @@ def register_cli(commands, convert) -> None:
     _add_model(p)
     p.add_argument("images", nargs="+", help="image files (the model's resolution)")
     p.add_argument("--out", default="reconstruct.png", help="PNG grid to write: the inputs, then their generations")
+    p.add_argument("--center-crop", action="store_true",
+                   help="cut out the centre square of an image of another size and resize it to the model's size "
+                        "(without it, such an image is an error, as in RCGPipeline.reconstruct)")
     _add_sampling(p)
     p.set_defaults(func=cmd_reconstruct)
 

@@ -11,49 +11,24 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, get_args, get_origin, get_type_hints
+from typing import Any, Callable
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import yaml
 from timm.models.vision_transformer import Attention, Block, VisionTransformer
+
+from zoo.hparams import dataclass_from_dict
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
-def _fits(value: Any, kind: Any) -> bool:
-    if get_origin(kind) is list:
-        return isinstance(value, list) and all(_fits(v, get_args(kind)[0]) for v in value)
-    if kind in (int, float):  # bool is an int to Python, never to a config
-        return isinstance(value, int if kind is int else (int, float)) and not isinstance(value, bool)
-    return isinstance(value, kind)
-
-
-def _config_value(what: str, key: str, value: Any, kind: Any) -> Any:
-    """``value`` as the field's type. A command-line override of one entry (``--model.init_args.vqgan.n_embed=1024``)
-    arrives as text, so text is read as a number or YAML first; anything still not of the field's type is an error."""
-    if isinstance(value, str) and kind is not str:
-        try:
-            value = float(value) if kind is float else yaml.safe_load(value)  # float(): YAML reads "1e-4" as text
-        except (ValueError, yaml.YAMLError):
-            pass  # reported below, as the text it was
-    if not _fits(value, kind):
-        raise ValueError(f"{what}.{key} must be {kind.__name__ if isinstance(kind, type) else kind}, "
-                         f"got {value!r}")
-    return float(value) if kind is float else value
-
-
 def config_from_dict(cls, values: dict[str, Any] | None, what: str):
     """Build dataclass ``cls`` from a plain dict, naming unknown keys (a typo in a recipe must not pass silently)
-    and values of the wrong type."""
-    values = dict(values or {})
-    hints = get_type_hints(cls)
-    unknown = sorted(set(values) - set(hints))
-    if unknown:
-        raise ValueError(f"{what}: unknown config keys {unknown}; known keys are {sorted(hints)}")
-    return cls(**{key: _config_value(what, key, value, hints[key]) for key, value in values.items()})
+    and values of the wrong type. A command-line override of one entry (``--model.init_args.vqgan.n_embed=1024``)
+    arrives as text and is read as YAML first (see :mod:`zoo.hparams`)."""
+    return dataclass_from_dict(cls, values, what)
 
 
 # =====================================================================================================================
@@ -352,8 +327,9 @@ def ddim_parameters(alphas_cumprod: torch.Tensor, steps: torch.Tensor, eta: floa
 @torch.no_grad()
 def ddim_sample(denoiser: SimpleMLP, schedule: DiffusionSchedule, x_T: torch.Tensor, context: torch.Tensor | None,
                 num_steps: int, eta: float = 1.0, generator: torch.Generator | None = None,
-                progress: bool = False) -> torch.Tensor:
-    """DDIM from x_T (B, C) with x0 predictions; float32 arithmetic whatever the weight dtype."""
+                on_step: Callable[[], Any] | None = None) -> torch.Tensor:
+    """DDIM from x_T (B, C) with x0 predictions; float32 arithmetic whatever the weight dtype. ``on_step`` is called
+    after each of the ``len(ddim_timesteps(num_steps))`` steps (a progress bar's update)."""
     steps = ddim_timesteps(num_steps, schedule.timesteps)
     alphas, alphas_prev, sigmas = ddim_parameters(schedule.alphas_cumprod, steps, eta)
     weight_dtype = denoiser.input_proj.weight.dtype
@@ -361,12 +337,7 @@ def ddim_sample(denoiser: SimpleMLP, schedule: DiffusionSchedule, x_T: torch.Ten
         context = context.to(weight_dtype)
     x = x_T.float()
     b = x.shape[0]
-    indices = range(len(steps) - 1, -1, -1)
-    if progress:
-        from tqdm.auto import tqdm
-
-        indices = tqdm(indices, desc="RDM (DDIM)", leave=False)
-    for i in indices:
+    for i in range(len(steps) - 1, -1, -1):
         t = torch.full((b,), int(steps[i]), dtype=torch.long, device=x.device)
         x0_hat = denoiser(x.to(weight_dtype), t, context).float()
         eps = schedule.eps_from_x0(x, t, x0_hat)
@@ -376,6 +347,8 @@ def ddim_sample(denoiser: SimpleMLP, schedule: DiffusionSchedule, x_T: torch.Ten
         x = a_prev.sqrt() * pred_x0 + direction
         if float(sigma) > 0:
             x = x + sigma * torch.randn(x.shape, device=x.device, generator=generator)
+        if on_step is not None:
+            on_step()
     return x
 
 
@@ -803,8 +776,10 @@ class MAGE(nn.Module):
     # ------------------------------------------------------------------------------------------------- generation
     @torch.no_grad()
     def generate(self, rep: torch.Tensor | None, num_iter: int = 20, temperature: float = 6.0, cfg: float = 0.0,
-                 generator: torch.Generator | None = None, batch: int | None = None) -> torch.Tensor:
-        """Iterative decoding -> token ids (B, N). rep (B, rep_dim) or None for the unconditional model."""
+                 generator: torch.Generator | None = None, batch: int | None = None,
+                 on_step: Callable[[], Any] | None = None) -> torch.Tensor:
+        """Iterative decoding -> token ids (B, N). rep (B, rep_dim) or None for the unconditional model.
+        ``on_step`` is called after each of the ``num_iter`` iterations (a progress bar's update)."""
         c, n = self.config, self.config.num_tokens
         if rep is not None:
             batch = rep.shape[0]
@@ -842,4 +817,6 @@ class MAGE(nn.Module):
             confidence = torch.where(unknown, confidence, torch.full_like(confidence, math.inf))
             cut_off = confidence.sort(dim=-1).values[:, mask_len - 1 : mask_len]
             ids = torch.where(confidence <= cut_off, torch.full_like(sampled, c.mask_id), sampled)
+            if on_step is not None:
+                on_step()
         return sampled

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -28,6 +29,7 @@ from zoo.rcg.model import (
     VQGANConfig,
     config_from_dict,
     ddim_sample,
+    ddim_timesteps,
 )
 from zoo.rcg.module import (
     _decay_groups,
@@ -42,8 +44,21 @@ from zoo.rcg.module import (
 
 __all__ = ["RCGPipeline", "SAMPLING_DEFAULTS"]
 
+
 # MAGE-B settings; catalog entries override them (MAGE-L: temperature 11, cfg 6)
 SAMPLING_DEFAULTS: dict[str, Any] = {"cfg": 1.0, "rdm_steps": 250, "eta": 1.0, "steps": 20, "temperature": 6.0}
+
+
+@contextmanager
+def _bar(show: bool, total: int, desc: str) -> Iterator[Any]:
+    """A tqdm bar of ``total`` steps, closed on exit, or None when not shown."""
+    if not show:
+        yield None
+        return
+    from tqdm.auto import tqdm
+
+    with tqdm(total=total, desc=desc, unit="step") as bar:
+        yield bar
 
 
 class RCGPipeline(_RCGStage):
@@ -132,8 +147,9 @@ class RCGPipeline(_RCGStage):
     @torch.no_grad()
     def sample_representations(self, n: int, *, rdm_steps: int | None = None, eta: float | None = None,
                                labels: torch.Tensor | None = None, generator: torch.Generator | None = None,
-                               progress: bool = False) -> torch.Tensor:
-        """n representations from the RDM (DDIM with its EMA weights), float32 (n, rep_dim)."""
+                               progress: bool = False, on_step: Callable[[], Any] | None = None) -> torch.Tensor:
+        """n representations from the RDM (DDIM with its EMA weights), float32 (n, rep_dim). ``progress`` shows a bar
+        over the DDIM steps; ``on_step`` is called after each instead (the caller's own bar)."""
         d = self.sampling_defaults
         device = self._model_device()
         if labels is None:
@@ -143,21 +159,28 @@ class RCGPipeline(_RCGStage):
         if labels.shape != (n,) or labels.min() < 0 or labels.max() >= self.rdm.config.n_classes:
             raise ValueError(f"labels must be {n} class ids in [0, {self.rdm.config.n_classes})")
         x_T = torch.randn(n, self.rdm.config.in_channels, device=device, generator=generator)
-        return ddim_sample(self.rdm.denoiser, self.rdm.schedule, x_T, self.rdm.context(labels),
-                           d["rdm_steps"] if rdm_steps is None else rdm_steps, d["eta"] if eta is None else eta,
-                           generator, progress)
+        rdm_steps = d["rdm_steps"] if rdm_steps is None else rdm_steps
+        with _bar(progress, self._rdm_step_count(rdm_steps), "RDM (DDIM)") as bar:
+            return ddim_sample(self.rdm.denoiser, self.rdm.schedule, x_T, self.rdm.context(labels), rdm_steps,
+                               d["eta"] if eta is None else eta, generator,
+                               on_step=on_step if bar is None else bar.update)
+
+    def _rdm_step_count(self, rdm_steps: int) -> int:
+        return len(ddim_timesteps(rdm_steps, self.rdm.schedule.timesteps))
 
     @torch.no_grad()
     def generate_tokens(self, rep: torch.Tensor, *, cfg: float | None = None, steps: int | None = None,
-                        temperature: float | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
-        """MAGE iterative decoding conditioned on rep (B, rep_dim) -> VQGAN ids (B, N)."""
+                        temperature: float | None = None, generator: torch.Generator | None = None,
+                        on_step: Callable[[], Any] | None = None) -> torch.Tensor:
+        """MAGE iterative decoding conditioned on rep (B, rep_dim) -> VQGAN ids (B, N); ``on_step`` is called after
+        each iteration."""
         d = self.sampling_defaults
         rep = rep.to(device=self._model_device(), dtype=self.mage.decoder_pos_embed_learned.dtype)
         steps = d["steps"] if steps is None else steps
         if steps < 1:
             raise ValueError(f"steps (MAGE iterations) must be at least 1, got {steps}")
         return self.mage.generate(rep, steps, d["temperature"] if temperature is None else temperature,
-                                  d["cfg"] if cfg is None else cfg, generator)
+                                  d["cfg"] if cfg is None else cfg, generator, on_step=on_step)
 
     @torch.no_grad()
     def decode_tokens(self, codes: torch.Tensor) -> torch.Tensor:
@@ -187,24 +210,30 @@ class RCGPipeline(_RCGStage):
         for stage in ("rdm", "mage", "vqgan"):
             clock.setdefault(stage, 0.0)
         batches = range(0, n, batch_size)
-        if progress:
-            from tqdm.auto import tqdm
-
-            batches = tqdm(batches, desc="RCG sampling", unit="batch")
-        with eval_mode(self):
+        d = self.sampling_defaults
+        # one bar over every RDM step and MAGE iteration: a batch takes minutes on a CPU, so a per-batch bar stalls
+        per_batch = (self._rdm_step_count(d["rdm_steps"] if rdm_steps is None else rdm_steps)
+                     + (d["steps"] if steps is None else steps))
+        with _bar(progress, len(batches) * per_batch, "RCG sampling") as bar, eval_mode(self):
             return self._sample_batches(n, batches, batch_size, labels, clock, cfg=cfg, rdm_steps=rdm_steps,
-                                        steps=steps, temperature=temperature, eta=eta, generator=generator)
+                                        steps=steps, temperature=temperature, eta=eta, generator=generator, bar=bar)
 
     def _sample_batches(self, n, batches, batch_size, labels, clock, *, cfg, rdm_steps, steps, temperature, eta,
-                        generator) -> torch.Tensor:
+                        generator, bar) -> torch.Tensor:
         out = []
-        for start in batches:
+        for k, start in enumerate(batches, 1):
             b = min(batch_size, n - start)
             lab = None if labels is None else torch.as_tensor(labels)[start:start + b]
             t0 = time.perf_counter()
-            rep = self.sample_representations(b, rdm_steps=rdm_steps, eta=eta, labels=lab, generator=generator)
+            if bar is not None:
+                bar.set_postfix_str(f"batch {k}/{len(batches)}: RDM")
+            rep = self.sample_representations(b, rdm_steps=rdm_steps, eta=eta, labels=lab, generator=generator,
+                                              on_step=None if bar is None else bar.update)
             t1 = time.perf_counter()
-            codes = self.generate_tokens(rep, cfg=cfg, steps=steps, temperature=temperature, generator=generator)
+            if bar is not None:
+                bar.set_postfix_str(f"batch {k}/{len(batches)}: MAGE")
+            codes = self.generate_tokens(rep, cfg=cfg, steps=steps, temperature=temperature, generator=generator,
+                                         on_step=None if bar is None else bar.update)
             t2 = time.perf_counter()
             out.append(self.decode_tokens(codes))
             t3 = time.perf_counter()

@@ -1,0 +1,112 @@
+"""The model-card fields ``zoo publish --card CARD.yaml`` (or ``zoo.publish(..., card={...})``) takes, and their check.
+
+Torch-free, so the command line can show the format in ``--help`` and check a card before loading any model.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from zoo.errors import CardError
+from zoo.hparams import closest
+
+__all__ = ["CARD_FORMAT", "CARD_SUMMARY", "check_card", "load_card"]
+
+CARD_FORMAT = """\
+A model card is a YAML (or JSON) mapping; every field is optional:
+
+  name, description, paper, license, usage, recipe, training, limitations, citation, base_model: text
+  tags, datasets: lists of text
+  metrics: a list with one mapping per number: name (text) and value (a number or text), both required,
+           and optionally display, task, dataset, dataset_name, split (text)
+
+For example:
+
+  name: my-model
+  license: apache-2.0
+  datasets: [my-data]
+  metrics:
+    - name: val_loss
+      value: 0.31
+      dataset: my-data
+      split: validation
+"""
+
+# the same, on one line, for error messages and --help
+CARD_SUMMARY = (
+    "a card is a YAML/JSON mapping of optional fields: name, description, paper, license, usage, recipe, training, "
+    "limitations, citation, base_model (text); tags, datasets (lists of text); metrics (a list of mappings such as "
+    "{name: val_loss, value: 0.31, dataset: my-data, split: validation}: name and value required, optionally "
+    "display, task, dataset, dataset_name, split)"
+)
+
+_TEXT_FIELDS = ("name", "description", "paper", "license", "usage", "recipe", "training", "limitations", "citation",
+                "base_model")
+_LIST_FIELDS = ("tags", "datasets", "metrics")
+_METRIC_TEXT_FIELDS = ("name", "display", "task", "dataset", "dataset_name", "split")
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, dict):
+        return f"a mapping {value!r}"
+    return f"the {type(value).__name__} {value!r}"
+
+
+def _unknown(key: Any, known: list[str]) -> str:
+    close = closest(str(key), known, n=1)
+    return f"unknown field {key!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+
+
+def check_card(card: Any, source: str = "the model card") -> dict[str, Any]:
+    """Return ``card`` if it follows :data:`CARD_FORMAT`; otherwise a CardError naming ``source``, the field and the
+    format. Publishing calls it before it writes anything."""
+
+    def fail(problem: str) -> CardError:
+        return CardError(f"{source}: {problem}; {CARD_SUMMARY}")
+
+    if not isinstance(card, dict):
+        raise fail(f"expected a mapping of card fields, got {_shown(card)}")
+    for key, value in card.items():
+        if key not in _TEXT_FIELDS and key not in _LIST_FIELDS:
+            raise fail(_unknown(key, sorted(_TEXT_FIELDS + _LIST_FIELDS)))
+        if value is None:
+            continue
+        if key in _TEXT_FIELDS and not isinstance(value, str):
+            raise fail(f"{key} must be text, got {_shown(value)}")
+        if key in _LIST_FIELDS and not isinstance(value, list):
+            raise fail(f"{key} must be a list, got {_shown(value)}")
+    for key in ("tags", "datasets"):
+        for item in card.get(key) or []:
+            if not isinstance(item, str):
+                raise fail(f"{key} must be a list of text, got the entry {_shown(item)}")
+    for i, metric in enumerate(card.get("metrics") or []):
+        where = f"metrics[{i}]"
+        if not isinstance(metric, dict):
+            raise fail(f"{where} must be a mapping with a name and a value, got {_shown(metric)}")
+        for key in ("name", "value"):
+            if metric.get(key) is None:
+                raise fail(f"{where} lacks {key!r}")
+        for key, value in metric.items():
+            if key != "value" and key not in _METRIC_TEXT_FIELDS:
+                raise fail(f"{where}: " + _unknown(key, sorted(("value", *_METRIC_TEXT_FIELDS))))
+            if key == "value":
+                ok = isinstance(value, (int, float, str)) and not isinstance(value, bool)
+            else:
+                ok = value is None or isinstance(value, str)
+            if not ok:
+                raise fail(f"{where}.{key} must be {'a number or text' if key == 'value' else 'text'}, "
+                           f"got {_shown(value)}")
+    return card
+
+
+def load_card(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a model-card YAML/JSON file and check it (:func:`check_card`)."""
+    import yaml
+
+    try:
+        card = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise CardError(f"{path} is not valid YAML or JSON ({' '.join(str(err).split())}); {CARD_SUMMARY}") from None
+    return check_card(card, str(path))

@@ -1,0 +1,173 @@
+"""Checking hyperparameters against what a constructor accepts: unknown keys (with the closest valid names) and
+values of the wrong type, read from the signature's and the config dataclasses' annotations.
+
+Every method's configs go through here, so a typo or a wrong type in config.json or a recipe gives one message
+that names the key, whatever the method. Torch-free, so plain model files can use it.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import difflib
+import inspect
+import types
+import typing
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Callable, Iterator, Literal, Union, get_args, get_origin
+
+from zoo.errors import ConfigError
+
+__all__ = ["check_arguments", "check_value", "dataclass_from_dict", "closest", "reading_saved_config", "type_name"]
+
+# True while zoo.load builds a module from a saved config.json: its values were written with their real types,
+# so text where a number belongs is damage and is not read as a command-line override
+_SAVED = ContextVar("zoo_reading_saved_config", default=False)
+
+
+@contextmanager
+def reading_saved_config() -> Iterator[None]:
+    token = _SAVED.set(True)
+    try:
+        yield
+    finally:
+        _SAVED.reset(token)
+
+
+def closest(name: str, candidates: list[str], n: int = 3) -> list[str]:
+    return difflib.get_close_matches(name, candidates, n=n, cutoff=0.6)
+
+
+def type_name(kind: Any) -> str:
+    if kind is type(None):
+        return "None"
+    if isinstance(kind, type) and not get_args(kind):
+        return kind.__name__
+    text = str(kind).replace("typing.", "")
+    return text.replace("NoneType", "None")
+
+
+def _fits(value: Any, kind: Any) -> bool:
+    """Whether a JSON-ish value fits an annotation; annotations it does not know (classes, callables) fit anything
+    only through isinstance, unknown typing constructs always (they are not checked)."""
+    if kind is Any or kind is object:
+        return True
+    origin, args = get_origin(kind), get_args(kind)
+    if origin is Union or origin is types.UnionType:
+        return any(_fits(value, a) for a in args)
+    if kind is None or kind is type(None):
+        return value is None
+    if origin is Literal:
+        return value in args
+    if kind is bool:
+        return isinstance(value, bool)
+    if kind in (int, float):  # bool is an int to Python, never to a config; an int is a fine float
+        return isinstance(value, int if kind is int else (int, float)) and not isinstance(value, bool)
+    if kind in (list, tuple) or origin in (list, tuple, collections.abc.Sequence):
+        if not isinstance(value, (list, tuple)):  # JSON has no tuples
+            return False
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            return len(value) == len(args) and all(_fits(v, a) for v, a in zip(value, args))
+        return not args or all(_fits(v, args[0]) for v in value)
+    if kind is dict or origin in (dict, collections.abc.Mapping):
+        if not isinstance(value, dict):
+            return False
+        return not args or all(_fits(k, args[0]) and _fits(v, args[1]) for k, v in value.items())
+    if dataclasses.is_dataclass(kind):
+        return isinstance(value, (dict, kind))
+    if isinstance(kind, type):
+        return isinstance(value, kind)
+    return True
+
+
+def _read_text(value: str, kind: Any) -> Any:
+    """A command-line override of one config entry arrives as text: read it as a number or YAML."""
+    import yaml
+
+    try:
+        return float(value) if kind is float else yaml.safe_load(value)  # float(): YAML reads "1e-4" as text
+    except (ValueError, yaml.YAMLError):
+        return value  # reported by the caller, as the text it was
+
+
+def check_value(value: Any, kind: Any, where: str) -> Any:
+    """``value`` if it fits ``kind`` (text read as YAML first, except in a saved config), else a ConfigError."""
+    if isinstance(value, str) and not _fits(value, kind) and not _SAVED.get():
+        value = _read_text(value, kind)
+    if not _fits(value, kind):
+        raise ConfigError(f"{where} must be {type_name(kind)}, got {value!r}")
+    return float(value) if kind is float else value
+
+
+def _hints(fn: Callable) -> dict[str, Any]:
+    """The resolvable annotations of ``fn`` (names only imported for type checkers are left unchecked)."""
+    try:
+        return typing.get_type_hints(fn)
+    except Exception:  # noqa: BLE001  (one unresolvable name must not lose the others)
+        hints = {}
+        for name, annotation in getattr(fn, "__annotations__", {}).items():
+            try:
+                hints[name] = typing.get_type_hints(types.SimpleNamespace(__annotations__={name: annotation}),
+                                                    globalns=getattr(fn, "__globals__", {}))[name]
+            except Exception:  # noqa: BLE001
+                continue
+        return hints
+
+
+def _unknown_message(unknown: list[str], known: list[str], what: str) -> str:
+    hints = []
+    for key in unknown:
+        close = closest(key, known)
+        if close:
+            hints.append(f"{key!r}: did you mean {' or '.join(map(repr, close))}?")
+    return (f"unknown {what} options {unknown}"
+            + (f" ({'; '.join(hints)})" if hints else "") + f"; valid options: {', '.join(known)}")
+
+
+def check_arguments(fn: Callable, values: dict[str, Any], where: str, what: str | None = None) -> None:
+    """Check ``values`` as keyword arguments of ``fn`` (a function or a class): unknown or missing keys, types.
+
+    ``where`` prefixes the key in messages (``hparams`` gives ``hparams.num_heads``); ``what`` names the options
+    (default: ``where``).
+    """
+    init = fn.__init__ if isinstance(fn, type) else fn
+    params = dict(inspect.signature(init).parameters)
+    params.pop("self", None)
+    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        named = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        unknown = sorted(set(values) - set(named))
+        if unknown:
+            raise ConfigError(_unknown_message(unknown, named, what or where))
+    missing = [n for n, p in params.items() if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD,
+                                                                                    p.KEYWORD_ONLY)
+               and n not in values]
+    if missing:
+        raise ConfigError(f"{where} lacks {', '.join(missing)} (required by {getattr(fn, '__qualname__', fn)})")
+    hints = _hints(init)
+    for key, value in values.items():
+        if key in hints:
+            check_value(value, hints[key], f"{where}.{key}")
+
+
+def dataclass_from_dict(cls: type, values: dict[str, Any] | None, where: str, what: str | None = None):
+    """Build the config dataclass ``cls`` from a plain dict: unknown keys (with the closest valid names) and values
+    of the wrong type are a ConfigError, and so is a value the dataclass itself rejects (``__post_init__``)."""
+    values = dict(values or {})
+    fields = [f for f in dataclasses.fields(cls) if f.init]
+    names = [f.name for f in fields]
+    unknown = sorted(set(values) - set(names))
+    if unknown:
+        raise ConfigError(_unknown_message(unknown, sorted(names), what or where))
+    missing = [f.name for f in fields if f.name not in values
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise ConfigError(f"{where} lacks {', '.join(missing)} (required by {cls.__name__})")
+    hints = _hints(cls)
+    kwargs = {k: check_value(v, hints[k], f"{where}.{k}") if k in hints else v for k, v in values.items()}
+    try:
+        return cls(**kwargs)
+    except ConfigError:
+        raise
+    except ValueError as err:
+        raise ConfigError(f"{where}: {err}") from None
