@@ -541,22 +541,46 @@ def _fetch_hf_upstream(entry: ModelEntry, spec: FileSpec) -> Path:
     """An official file hosted on the Hub: through the HF cache, checked against the Hub's LFS sha256."""
     from huggingface_hub import hf_hub_download
 
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
     repo_id, revision, path = _parse_hf_url(spec.url)
     revision = revision or "main"
-    for attempt in range(2):
+    pinned = _recorded_pin(entry, spec)
+    if pinned.sha256:  # pinned and cached: no network call
+        try:
+            local = Path(hf_hub_download(repo_id, path, revision=revision, cache_dir=hf_cache_dir(),
+                                         local_files_only=True, library_name="zoo"))
+        except LocalEntryNotFoundError:
+            pass
+        else:
+            if _matches(local, pinned):
+                return local
+            _delete(local)  # a damaged cache copy
+    spec = pinned
+    for _ in range(2):
         with _hub_call(repo_id, revision, path):
             local = Path(hf_hub_download(repo_id, path, revision=revision, endpoint=hf_endpoint(),
                                          cache_dir=hf_cache_dir(), local_files_only=is_offline(),
                                          library_name="zoo"))
         if (spec.sha256 and _matches(local, spec)) or (not spec.sha256 and _matches_server_claim(local)):
             return local
+        claim = Path(os.path.realpath(local)).name
         _delete(local)
-        if spec.sha256 is None and len(Path(os.path.realpath(local)).name) not in (40, 64):
+        if spec.sha256 is None and len(claim) not in (40, 64):
             raise IntegrityError(f"{spec.url}: the server sent no hash for {path}, so it cannot be verified; "
                                  f"download it from the Hub itself")
     raise IntegrityError(f"{spec.url}: the downloaded bytes do not match "
                          f"{'the pinned sha256 ' + spec.sha256 if spec.sha256 else 'the hash the Hub announced'}, "
                          "twice in a row; nothing was kept")
+
+
+def _recorded_pin(entry: ModelEntry, spec: FileSpec) -> FileSpec:
+    """``spec``, with the sha256 and size recorded on first download when the catalog has none."""
+    pin_file = zoo_home() / "pins" / f"{entry.name}.json"
+    if spec.sha256 or not pin_file.exists():
+        return spec
+    pins = json.loads(pin_file.read_text())
+    return replace(spec, **pins[spec.path]) if spec.path in pins else spec
 
 
 def _upstream_pin(entry: ModelEntry, spec: FileSpec, path: Path) -> FileSpec:

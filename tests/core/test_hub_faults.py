@@ -1,6 +1,8 @@
 """Faults on the Hub path, against the loopback Hub: each gives a clean load or one clear error, the next load
 works, and no altered byte ever reaches a model."""
 
+import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -233,3 +235,30 @@ def test_private_repo_and_server_errors_are_one_line(hub, capsys, monkeypatch):
     assert main(["download", "hf://user/secret"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("zoo: error: ") and "503" in err and err.count("\n") == 1
+
+
+def test_official_file_on_the_hub_goes_through_the_hf_cache(hub, isolated_caches):
+    """An upstream file hosted on the Hub (as the BitDelta diffs are): hf_hub_download into the HF cache, checked
+    against the LFS sha256 the Hub announces, pinned on first use, then converted."""
+    from safetensors.torch import save
+
+    torch.manual_seed(5)
+    model = ToyRegressor(width=8)
+    data = save({k.replace("net.", "official."): v for k, v in model.net.state_dict(prefix="net.").items()})
+    hub.seed("authors/official", {"folder/official.safetensors": data})
+    register_model(ModelEntry(name="toy-hf-upstream", method="toy", converter="toy:convert_upstream",
+                              convert_args={"width": 8},
+                              upstream=(FileSpec("official.safetensors", None, None,
+                                                 url="hf://authors/official/folder/official.safetensors"),)))
+    hub.flip("folder/official.safetensors", offset=-3, repo_id="authors/official")
+    with pytest.raises(IntegrityError, match="twice in a row; nothing was kept"):
+        zoo.load("toy-hf-upstream")
+    assert not (Path(os.environ["ZOO_HOME"]) / "pins" / "toy-hf-upstream.json").exists()
+    hub.clear_faults()
+    assert _same(model, zoo.load("toy-hf-upstream"))
+    pins = json.loads((Path(os.environ["ZOO_HOME"]) / "pins" / "toy-hf-upstream.json").read_text())
+    assert pins["official.safetensors"]["sha256"] == hashlib.sha256(data).hexdigest()
+    assert hashlib.sha256(data).hexdigest() in {p.name for p in _blobs(isolated_caches, "authors/official")}
+    hub.reset_requests()
+    assert _same(model, zoo.load("toy-hf-upstream"))  # converted and cached: no network call
+    assert hub.requests == []
