@@ -32,6 +32,20 @@ def test_recipe_arguments_are_valid(recipe):
                 rcg_model.config_from_dict(getattr(rcg_model, cfg_class), args[key], key)  # unknown keys raise
 
 
+
+def test_a_stage_trained_with_a_text_override_saves_and_loads(tmp_path):
+    """config.json holds the value a command-line override was read as: zoo.load reads saved configs strictly."""
+    import json
+
+    import zoo
+    from zoo.rcg.module import VQGANModule
+
+    module = VQGANModule(vqgan={"ch": 32, "ch_mult": "[1]", "num_res_blocks": 1, "z_channels": 4, "n_embed": "16"})
+    module.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())["hparams"]["vqgan"]
+    assert saved == {"ch": 32, "ch_mult": [1], "num_res_blocks": 1, "z_channels": 4, "n_embed": 16}
+    assert zoo.load(tmp_path).vqgan.quantize.embedding.weight.shape[0] == 16
+
 def test_paper_hyperparameters():
     def args(name):
         return yaml.safe_load((RECIPES / name).read_text())

@@ -17,7 +17,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from zoo.module import ZooModule
+from zoo.module import ZooModule, plain
 from zoo.schedules import warmup_cosine
 from zoo.rcg.model import (
     EMA,
@@ -109,6 +109,9 @@ def _freeze(module: nn.Module | None) -> None:
         module.eval()
 
 
+_NETWORK_CONFIGS = {"encoder": EncoderConfig, "rdm": RDMConfig, "mage": MAGEConfig, "vqgan": VQGANConfig}
+
+
 class _RCGStage(ZooModule):
     method = "rcg"
     _frozen: tuple[str, ...] = ()  # submodules that stay frozen and in eval mode
@@ -120,6 +123,18 @@ class _RCGStage(ZooModule):
             if sub is not None:
                 sub.eval()
         return self
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The hyperparameters with each network config's entries as the values they were read as: a command-line
+        override (``--model.init_args.vqgan.n_embed=1024``) arrives as the text "1024", and config.json, which
+        ``zoo.load`` reads strictly, must hold the number."""
+        config = super().config
+        for key, kind in _NETWORK_CONFIGS.items():
+            if isinstance(config.get(key), dict):
+                decoded = config_from_dict(kind, config[key], key)
+                config[key] = {name: plain(getattr(decoded, name)) for name in config[key]}
+        return config
 
     @classmethod
     def from_repo_dir(cls, directory, hparams, *, device, dtype, **kwargs):
