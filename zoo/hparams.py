@@ -11,6 +11,7 @@ import collections.abc
 import dataclasses
 import difflib
 import inspect
+import sys
 import types
 import typing
 from contextlib import contextmanager
@@ -49,8 +50,8 @@ def type_name(kind: Any) -> str:
 
 
 def _fits(value: Any, kind: Any) -> bool:
-    """Whether a JSON-ish value fits an annotation; annotations it does not know (classes, callables) fit anything
-    only through isinstance, unknown typing constructs always (they are not checked)."""
+    """Whether a JSON value fits an annotation: classes by isinstance, containers element by element; typing
+    constructs it does not know (a TypeVar, Callable, ...) are not checked."""
     if kind is Any or kind is object:
         return True
     origin, args = get_origin(kind), get_args(kind)
@@ -105,11 +106,13 @@ def _hints(fn: Callable) -> dict[str, Any]:
     try:
         return typing.get_type_hints(fn)
     except Exception:  # noqa: BLE001  (one unresolvable name must not lose the others)
+        module = sys.modules.get(getattr(fn, "__module__", ""))
+        namespace = getattr(fn, "__globals__", None) or (vars(module) if module else {})
         hints = {}
         for name, annotation in getattr(fn, "__annotations__", {}).items():
             try:
                 hints[name] = typing.get_type_hints(types.SimpleNamespace(__annotations__={name: annotation}),
-                                                    globalns=getattr(fn, "__globals__", {}))[name]
+                                                    globalns=namespace)[name]
             except Exception:  # noqa: BLE001
                 continue
         return hints

@@ -209,6 +209,16 @@ def test_value_checks():
         check_value("64", int, "x")
 
 
+def _build(width: int, device: "TorchDevice" = None, sizes: "list[int]" = ()):  # noqa: F821
+    """A constructor whose annotation names a type imported only for type checkers."""
+
+
+def test_unresolvable_annotations_are_left_unchecked():
+    check_arguments(_build, {"width": 2, "device": "cpu", "sizes": [1]}, "hparams")
+    with pytest.raises(ConfigError, match=r"hparams.sizes must be list\[int\], got \['a'\]"):
+        check_arguments(_build, {"width": 2, "sizes": ["a"]}, "hparams")
+
+
 def test_escaip_backbone_overrides_from_the_command_line_are_read_as_values():
     from zoo.escaip.model import EScAIPConfig
 
