@@ -47,9 +47,11 @@ def test_dry_run_lists_every_entry_with_its_hub_home_and_pins(capsys):
     out = capsys.readouterr().out
     for name in zoo.list_models():
         entry = get_entry(name)
-        assert f"{name}  ->  hf://{hub_org()}/{name}@{entry.revision or 'main'}" in out
+        assert f"{name}  ->  hf://{entry.hub_repo}@{entry.revision or 'main'}" in out
         for f in entry.files:
             assert f.sha256 in out
+    for name in [*EMBEDDED, "chess-270m", "rcg-imagenet256", "bitdelta-mistral-7b-openorca"]:
+        assert get_entry(name).hub_repo == f"lightning-zoo/{name}"  # the documented default org
     assert out.count("action: upload the embedded mirror") == len(EMBEDDED)
     assert "action: skip: official files not on this machine (`zoo download chess-270m`" in out
 
