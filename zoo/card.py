@@ -1,6 +1,25 @@
-"""The model-card fields ``zoo publish --card CARD.yaml`` (or ``zoo.publish(..., card={...})``) takes, and their check.
+"""The model card ``zoo publish --card CARD.yaml`` (or ``zoo.publish(..., card=...)``) takes, and its check.
 
-Torch-free, so the command line can show the format in ``--help`` and check a card before loading any model.
+A model card is a YAML (or JSON) mapping; every field is optional:
+
+    name, description, paper, license, usage, recipe, training, limitations, citation, base_model: text
+    tags, datasets: lists of text
+    metrics: a list with one mapping per number: name (text) and value (a number or text), both required,
+             and optionally display, task, dataset, dataset_name, split (text)
+
+For example::
+
+    name: my-model
+    license: apache-2.0
+    datasets: [my-data]
+    metrics:
+      - name: val_loss
+        value: 0.31
+        dataset: my-data
+        split: validation
+
+The card is checked before anything is written; a bad one is a ``zoo.errors.CardError`` naming the file and the
+field. Torch-free, so the command line shows the format in ``--help`` and checks a card before it loads a model.
 """
 
 from __future__ import annotations
@@ -12,29 +31,9 @@ from typing import Any
 from zoo.errors import CardError
 from zoo.hparams import closest
 
-__all__ = ["CARD_FORMAT", "CARD_SUMMARY", "check_card", "load_card"]
+__all__ = ["CARD_SUMMARY", "check_card", "load_card"]
 
-CARD_FORMAT = """\
-A model card is a YAML (or JSON) mapping; every field is optional:
-
-  name, description, paper, license, usage, recipe, training, limitations, citation, base_model: text
-  tags, datasets: lists of text
-  metrics: a list with one mapping per number: name (text) and value (a number or text), both required,
-           and optionally display, task, dataset, dataset_name, split (text)
-
-For example:
-
-  name: my-model
-  license: apache-2.0
-  datasets: [my-data]
-  metrics:
-    - name: val_loss
-      value: 0.31
-      dataset: my-data
-      split: validation
-"""
-
-# the same, on one line, for error messages and --help
+# the format above on one line, for error messages and --help
 CARD_SUMMARY = (
     "a card is a YAML/JSON mapping of optional fields: name, description, paper, license, usage, recipe, training, "
     "limitations, citation, base_model (text); tags, datasets (lists of text); metrics (a list of mappings such as "
@@ -60,7 +59,7 @@ def _unknown(key: Any, known: list[str]) -> str:
 
 
 def check_card(card: Any, source: str = "the model card") -> dict[str, Any]:
-    """Return ``card`` if it follows :data:`CARD_FORMAT`; otherwise a CardError naming ``source``, the field and the
+    """Return ``card`` if it follows the format (see this module); otherwise a CardError naming ``source``, the field and the
     format. Publishing calls it before it writes anything."""
 
     def fail(problem: str) -> CardError:

@@ -126,7 +126,7 @@ def publish(
     """Write ``model`` as a repo into the folder ``repo``, or upload it to the Hub if ``repo`` is ``hf://owner/name``.
 
     ``model`` may be a ZooModule or the path of a Lightning checkpoint of one. ``card``: model card fields, as a
-    dict or the path of a YAML/JSON file (the format: ``zoo.card.CARD_FORMAT``); it is checked before anything is
+    dict or the path of a YAML/JSON file (the format: :mod:`zoo.card`); it is checked before anything is
     written, and a bad card is a ``zoo.errors.CardError``. Returns ``{"repo", "commit", "files": {name: {"sha256",
     "size"}}}``; ``commit`` is None for a folder.
     """
