@@ -10,6 +10,7 @@ import sys
 from typing import Sequence
 
 from zoo import registry
+from zoo.errors import ZooError
 
 
 # ----------------------------------------------------------------------------- tables
@@ -143,16 +144,57 @@ def cmd_publish(args) -> None:
     print(_table([[n, f["sha256"], str(f["size"])] for n, f in result["files"].items()], ["file", "sha256", "bytes"]))
 
 
+def _report_checkpoints(cli) -> None:
+    for callback in cli.trainer.checkpoint_callbacks:
+        if callback.dirpath:
+            print(f"checkpoints in {callback.dirpath} (last.ckpt: the final state; `zoo publish` turns one into a repo)")
+
+
 def cmd_train(args) -> None:
     from zoo.train import run_recipe
 
-    run_recipe(args.recipe, args.overrides, ckpt_path=args.ckpt_path)
+    _report_checkpoints(run_recipe(args.recipe, args.overrides, ckpt_path=args.ckpt_path))
 
 
 def cmd_finetune(args) -> None:
     from zoo.train import run_recipe
 
-    run_recipe(args.recipe, args.overrides, init_from=args.name, ckpt_path=args.ckpt_path)
+    _report_checkpoints(run_recipe(args.recipe, args.overrides, init_from=args.name, ckpt_path=args.ckpt_path))
+
+
+def cmd_recipe(args) -> None:
+    from zoo.recipes import copy_recipe, find_recipe, list_recipes
+
+    if args.name is None:
+        print("\n".join(list_recipes()))
+    elif args.out:
+        print(copy_recipe(args.name, args.out))
+    else:
+        path = find_recipe(args.name)
+        print("\n".join(sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file()))
+              if path.is_dir() else path.read_text(encoding="utf-8"), end="" if path.is_file() else "\n")
+
+
+def cmd_release(args) -> None:
+    from zoo.release import plan, release
+
+    if args.dry_run:
+        rows = plan(args.names or None)
+        if args.json:
+            print(json.dumps(rows, indent=2))
+            return
+        for row in rows:
+            print(f"{row['name']}  ->  hf://{row['hub_repo']}@{row['revision'] or 'main'}")
+            print(f"  action: {row['action']}")
+            for path, pin in row["files"].items():
+                print(f"  {path:32s} {pin['sha256']}  {pin['size']:>10d} B")
+            for url in row["upstream"]:
+                print(f"  upstream {url}")
+        return
+    result = release(args.names or None, endpoint=args.endpoint, token=args.token, pins_out=args.pins_out,
+                     message=args.message)
+    print(f"released {len(result['released'])}, skipped {len(result['skipped'])}; pins written to "
+          f"{', '.join(result['pins_files']) or 'nothing'} (review them with `git diff`)")
 
 
 # ----------------------------------------------------------------------------- parser
@@ -225,6 +267,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ckpt-path", help="resume an interrupted fine-tune from this Lightning checkpoint, or 'last'")
     p.set_defaults(func=cmd_finetune)
 
+    p = commands.add_parser("recipe", help="list the training recipes, print one, or copy one (works from an installed zoo)")
+    p.add_argument("name", nargs="?", help="e.g. chess/small_cpu (a .yaml is implied) or a folder such as chess")
+    p.add_argument("--out", help="copy the recipe (or folder) here instead of printing it")
+    p.set_defaults(func=cmd_recipe)
+
+    p = commands.add_parser("release", help="publish catalog models to their Hub homes and write their pins back")
+    p.add_argument("names", nargs="*", help="catalog names (default: every entry)")
+    p.add_argument("--dry-run", action="store_true", help="list each entry's Hub home, pins and action; change nothing")
+    p.add_argument("--json", action="store_true", help="with --dry-run: print the plan as JSON")
+    p.add_argument("--endpoint", help="Hub endpoint (default: $ZOO_HF_ENDPOINT or huggingface.co)")
+    p.add_argument("--token", help="Hub token (default: huggingface_hub's login)")
+    p.add_argument("--pins-out", help="write the pins to this JSON file instead of each method's pins.json")
+    p.add_argument("--message", help="commit message (default: 'zoo release of NAME')")
+    p.set_defaults(func=cmd_release)
+
     convert = commands.add_parser("convert", help="convert official checkpoints into zoo repos")
     converters = convert.add_subparsers(dest="method", metavar="METHOD", required=True)
     for hook in registry.cli_hooks().values():
@@ -246,16 +303,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # stdout's reader left (`zoo list | head`): what Python flushes at exit goes to /dev/null, not a traceback
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    except (registry.UnknownModelError, FileNotFoundError, ValueError) as err:
+    except (registry.UnknownModelError, FileNotFoundError, ValueError, ZooError) as err:
         print(f"zoo: error: {err}", file=sys.stderr)
         return 2
-    except Exception as err:
-        from zoo.hub import IntegrityError, OfflineError
-
-        if isinstance(err, (IntegrityError, OfflineError)):
-            print(f"zoo: error: {err}", file=sys.stderr)
-            return 2
-        raise
     return 0
 
 

@@ -67,6 +67,9 @@ def run_recipe(
             cli.model.load_weights_(state)
         except RuntimeError as err:
             raise ValueError(f"the recipe's architecture does not match {init_from}: {err}") from None
+    # a datamodule may check its inputs before fit: the error comes once, before any DDP process starts
+    if callable(check := getattr(cli.datamodule, "check_data", None)):
+        check()
     try:
         cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=ckpt_path)
     except SIGTERMException:

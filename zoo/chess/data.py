@@ -129,6 +129,14 @@ class ChessDataModule(L.LightningDataModule):
                 raise
             return None
 
+    def check_data(self) -> None:
+        """Raise the error ``setup`` would for missing data, before training starts (``zoo train`` calls it)."""
+        h = self.hparams
+        for path in (self._path(h.train_path, "train"), h.val_path):
+            if path is not None and not (Path(path).exists() or "@" in Path(path).name):
+                raise FileNotFoundError(f"chess data {path} does not exist: make it with `zoo chess make-data` (the "
+                                        "small models' data: recipes/chess/make_data_small.sh, see README)")
+
     def setup(self, stage: str | None = None) -> None:
         h = self.hparams
         if self.train_set is None:

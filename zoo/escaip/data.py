@@ -241,6 +241,15 @@ class EScAIPDataModule(L.LightningDataModule):
         self.train_set: AtomsDataset | None = None
         self.val_set: AtomsDataset | None = None
 
+    def check_data(self) -> None:
+        """Raise the error ``setup`` would for a missing path, before training starts (``zoo train`` calls it)."""
+        h = self.hparams
+        for paths in (h.train, h.val or []):
+            for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
+                if not Path(path).exists():
+                    raise FileNotFoundError(f"{path} does not exist: make data with `zoo escaip make-data` (see "
+                                            "`zoo escaip make-data --help`), or give your own extxyz files")
+
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
             return
