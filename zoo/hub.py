@@ -57,6 +57,7 @@ __all__ = [
     "hf_endpoint",
     "hf_cache_dir",
     "hub_org",
+    "hub_errors",
 ]
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -203,7 +204,8 @@ def _is_network_error(err: BaseException) -> bool:
     return any(cls.__name__ in _NETWORK_ERRORS for cls in type(err).__mro__)
 
 
-def _hub_error(err: BaseException, repo_id: str, revision: str | None, path: str | None = None) -> Exception | None:
+def _hub_error(err: BaseException, repo_id: str, revision: str | None, path: str | None = None,
+               *, upload: bool = False) -> Exception | None:
     """The zoo error for a ``huggingface_hub`` failure, or None when it is not a Hub failure."""
     from huggingface_hub.errors import (
         GatedRepoError,
@@ -216,6 +218,15 @@ def _hub_error(err: BaseException, repo_id: str, revision: str | None, path: str
 
     at = f"{repo_id}@{revision or 'main'}"
     endpoint = hf_endpoint() or "https://huggingface.co"
+    if upload:
+        if isinstance(err, HfHubHTTPError) and not isinstance(err, RevisionNotFoundError):
+            status = getattr(getattr(err, "response", None), "status_code", None)
+            if status in (401, 403) or isinstance(err, RepositoryNotFoundError):
+                return HubError(f"the Hub at {endpoint} refused the upload to {repo_id} (HTTP {status}): set "
+                                "HF_TOKEN (or `hf auth login`) to a token that can write to that namespace")
+        elif _is_network_error(err):
+            return OfflineError(f"cannot reach the Hub at {endpoint} to upload {repo_id} ({type(err).__name__}): "
+                                "check the network, or set ZOO_HF_ENDPOINT to a reachable Hub; nothing was uploaded")
     if isinstance(err, GatedRepoError):
         return HubError(f"{at} is gated: accept its terms on the Hub page, then set HF_TOKEN (or `hf auth login`)")
     if isinstance(err, RepositoryNotFoundError):
@@ -242,11 +253,13 @@ def _hub_error(err: BaseException, repo_id: str, revision: str | None, path: str
 
 
 @contextlib.contextmanager
-def _hub_call(repo_id: str, revision: str | None, path: str | None = None) -> Iterator[None]:
+def hub_errors(repo_id: str, revision: str | None = None, path: str | None = None, *,
+               upload: bool = False) -> Iterator[None]:
+    """Turn any ``huggingface_hub`` failure inside the block into one zoo error (``HubError``/``OfflineError``)."""
     try:
         yield
     except Exception as err:  # noqa: BLE001  (translated or re-raised as is)
-        translated = _hub_error(err, repo_id, revision, path)
+        translated = _hub_error(err, repo_id, revision, path, upload=upload)
         if translated is None:
             raise
         raise translated from None
@@ -265,7 +278,7 @@ def _hub_file(repo_id: str, spec: FileSpec, revision: str, *, local_only: bool, 
 
     for attempt in range(1 if local_only else 2):
         try:
-            with _hub_call(repo_id, revision, spec.path):
+            with hub_errors(repo_id, revision, spec.path):
                 local = Path(hf_hub_download(repo_id, spec.path, revision=revision, endpoint=endpoint or hf_endpoint(),
                                              cache_dir=cache_dir or hf_cache_dir(), local_files_only=local_only,
                                              library_name="zoo"))
@@ -379,7 +392,7 @@ def _resolve_manifest(repo_id: str, revision: str, endpoint: str | None, cache_d
     from huggingface_hub import HfApi
 
     api = HfApi(endpoint=endpoint or hf_endpoint())
-    with _hub_call(repo_id, revision):
+    with hub_errors(repo_id, revision):
         info = api.model_info(repo_id, revision=revision, files_metadata=True)
     siblings = [s for s in info.siblings or [] if s.rfilename != ".gitattributes"]
     kept = [s for s in siblings if not s.rfilename.endswith(PICKLE_SUFFIXES)]
@@ -391,7 +404,7 @@ def _resolve_manifest(repo_id: str, revision: str, endpoint: str | None, cache_d
     hashes = {s.rfilename: (s.lfs.sha256 if s.lfs else None, s.blob_id, s.size) for s in kept}
     if any(sha is None and blob is None for sha, blob, _ in hashes.values()):
         # some servers (mirrors) send no hashes in model_info: ask for each path's tree entry
-        with _hub_call(repo_id, info.sha):
+        with hub_errors(repo_id, info.sha):
             for item in api.get_paths_info(repo_id, sorted(hashes), revision=info.sha):
                 lfs = getattr(item, "lfs", None)
                 hashes[item.path] = (lfs.sha256 if lfs else None, getattr(item, "blob_id", None),
@@ -414,7 +427,7 @@ def _verified_regular_file(repo_id: str, path: str, commit: str, blob_id: str, e
     from huggingface_hub import hf_hub_download
 
     for _ in range(2):
-        with _hub_call(repo_id, commit, path):
+        with hub_errors(repo_id, commit, path):
             local = Path(hf_hub_download(repo_id, path, revision=commit, endpoint=endpoint or hf_endpoint(),
                                          cache_dir=cache_dir or hf_cache_dir(), library_name="zoo"))
         if _git_blob_id(local) == blob_id:
@@ -558,7 +571,7 @@ def _fetch_hf_upstream(entry: ModelEntry, spec: FileSpec) -> Path:
             _delete(local)  # a damaged cache copy
     spec = pinned
     for _ in range(2):
-        with _hub_call(repo_id, revision, path):
+        with hub_errors(repo_id, revision, path):
             local = Path(hf_hub_download(repo_id, path, revision=revision, endpoint=hf_endpoint(),
                                          cache_dir=hf_cache_dir(), local_files_only=is_offline(),
                                          library_name="zoo"))

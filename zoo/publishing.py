@@ -142,16 +142,17 @@ def publish(
 
     from huggingface_hub import HfApi
 
-    from zoo.hub import hf_endpoint
+    from zoo.hub import hf_endpoint, hub_errors
 
     repo_id = target[len(HUB_PREFIX):]
     api = HfApi(endpoint=endpoint or hf_endpoint(), token=token)
     with tempfile.TemporaryDirectory(prefix="zoo-publish-") as tmp:
         files = _write_repo(model, Path(tmp), card, max_shard_bytes)
-        api.create_repo(repo_id, exist_ok=True, private=private)
-        info = api.upload_folder(
-            repo_id=repo_id,
-            folder_path=tmp,
-            commit_message=commit_message or f"Upload {model.model_type} with zoo",
-        )
+        with hub_errors(repo_id, upload=True):
+            api.create_repo(repo_id, exist_ok=True, private=private)
+            info = api.upload_folder(
+                repo_id=repo_id,
+                folder_path=tmp,
+                commit_message=commit_message or f"Upload {model.model_type} with zoo",
+            )
     return {"repo": repo_id, "commit": info.oid, "files": files}

@@ -126,7 +126,7 @@ def release(names: list[str] | None = None, *, endpoint: str | None = None, toke
     and writes the pins (see :func:`write_pins`)."""
     from huggingface_hub import HfApi
 
-    from zoo.hub import _hub_call
+    from zoo.hub import hub_errors
 
     api = HfApi(endpoint=endpoint or hf_endpoint(), token=token)
     released: dict[str, dict[str, Any]] = {}
@@ -145,7 +145,7 @@ def release(names: list[str] | None = None, *, endpoint: str | None = None, toke
                 skipped[name] = f"skip: {err}"
                 progress(f"{name}: skip: {err}")
                 continue
-            with _hub_call(entry.hub_repo, "main"):
+            with hub_errors(entry.hub_repo, "main", upload=True):
                 api.create_repo(entry.hub_repo, exist_ok=True)
                 info = api.upload_folder(repo_id=entry.hub_repo, folder_path=str(folder),
                                          commit_message=message or f"zoo release of {name}")

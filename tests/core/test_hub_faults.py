@@ -262,3 +262,17 @@ def test_official_file_on_the_hub_goes_through_the_hf_cache(hub, isolated_caches
     hub.reset_requests()
     assert _same(model, zoo.load("toy-hf-upstream"))  # converted and cached: no network call
     assert hub.requests == []
+
+
+def test_publish_without_network_or_rights_is_one_line(hub, capsys, monkeypatch, tmp_path):
+    ToyRegressor(width=4).save_pretrained(tmp_path / "toy")
+    monkeypatch.setenv("ZOO_HF_ENDPOINT", "http://127.0.0.1:9")
+    assert main(["publish", str(tmp_path / "toy"), "hf://user/toy-up"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("zoo: error: cannot reach the Hub at http://127.0.0.1:9 to upload user/toy-up")
+    assert err.count("\n") == 1
+    monkeypatch.setenv("ZOO_HF_ENDPOINT", hub.endpoint)
+    hub.token = "the-right-one"
+    assert main(["publish", str(tmp_path / "toy"), "hf://user/toy-up"]) == 2
+    err = capsys.readouterr().err
+    assert "refused the upload to user/toy-up" in err and "HF_TOKEN" in err and err.count("\n") == 1
