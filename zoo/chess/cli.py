@@ -116,10 +116,10 @@ def cmd_convert(args) -> None:
 # ----------------------------------------------------------------------------- parsers
 
 
-def _model_args(p, temperature: bool = True) -> None:
+def _model_args(p, temperature: bool = True, threads: str = "torch CPU threads (default: torch's)") -> None:
     p.add_argument("name", help="catalog name (e.g. chess-9m) or a zoo repo folder")
     p.add_argument("--device", default="cpu", help="torch device")
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    p.add_argument("--threads", type=int, help=threads)
     if temperature:
         p.add_argument("--temperature", type=float, help="sample moves with this temperature (default: greedy)")
 
@@ -183,7 +183,7 @@ def register_cli(commands, convert) -> None:
     p.set_defaults(func=cmd_match)
 
     p = sub.add_parser("uci", help="run the model as a UCI engine on stdin/stdout")
-    _model_args(p)
+    _model_args(p, threads="torch CPU threads, the UCI option Threads (default: the usable cores)")
     p.set_defaults(func=cmd_uci)
 
     p = sub.add_parser("play", help="play the model in the terminal")
