@@ -122,7 +122,7 @@ class UCIProtocol:
         self.board: chess.Board | None = chess.Board()  # None after a position command that failed
         self.threads = threads or _usable_cores()
         self.overhead_ms = _DEFAULT_OVERHEAD_MS
-        self.row_seconds: float | None = None  # measured cost of one network row, for the time budget
+        self.row_seconds = 0.0  # measured seconds per valued move (set by the load), for the time budget
         self._load = load
         self._engine: ChessEngine | None = None
         self._loading: threading.Thread | None = None
