@@ -378,7 +378,7 @@ def play_terminal(engine: ChessEngine, *, human: chess.Color = chess.WHITE, fen:
 def run_uci(name: str, *, device: str = "cpu", temperature: float | None = None, threads: int | None = None,
             stdin: TextIO = sys.stdin, out: TextIO = sys.stdout) -> None:
     """The UCI loop for ``name``; a catalog name is checked before ``uci`` is answered (without importing torch)."""
-    if not (name.startswith("hf://") or os.path.isdir(name)):
+    if "/" not in name and not name.startswith((".", "~")) and not os.path.isdir(name):  # not hf://, not a path
         from zoo.registry import get_entry
 
         get_entry(name)  # an unknown name fails here, with the closest names, not in the loading thread
