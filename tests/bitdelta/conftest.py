@@ -1,23 +1,13 @@
 """Shared fixtures for the BitDelta tests: the official tiny-Llama fixture models, deltas and logits."""
 
-from pathlib import Path
-
 import pytest
 import torch
-
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "bitdelta"
-MODULES_CHECKED = ("model.layers.0.self_attn.q_proj", "model.layers.1.mlp.down_proj", "model.layers.1.self_attn.v_proj")
+from bitdelta_testdata import FIXTURES, hf_model
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _one_thread():
     torch.set_num_threads(1)  # the fixtures were made with one thread; also keeps 2-core machines usable
-
-
-def hf_model(name: str, dtype=torch.float32):
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(FIXTURES / name, dtype=dtype).eval()
 
 
 @pytest.fixture(scope="session")

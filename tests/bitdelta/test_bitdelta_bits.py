@@ -1,6 +1,6 @@
 import pytest
 import torch
-from conftest import MODULES_CHECKED
+from bitdelta_testdata import MODULES_CHECKED
 
 from zoo.bitdelta._bits import pack_signs, signed_matmul, unpack_bits, unpack_signs
 

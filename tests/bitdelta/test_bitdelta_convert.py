@@ -5,7 +5,7 @@ import copy
 
 import pytest
 import torch
-from conftest import FIXTURES
+from bitdelta_testdata import FIXTURES
 
 import zoo
 from zoo.bitdelta.convert import from_official, from_upstream, read_official

@@ -3,7 +3,7 @@
 
 import pytest
 import torch
-from conftest import FIXTURES
+from bitdelta_testdata import FIXTURES
 
 import zoo
 from zoo.bitdelta.convert import carried_dtype, convert

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import FIXTURES
+from bitdelta_testdata import FIXTURES
 
 import zoo
 from zoo.bitdelta.data import ByteTokenizer, load_token_rows

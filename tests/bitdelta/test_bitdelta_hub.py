@@ -5,7 +5,7 @@ import json
 
 import pytest
 import torch
-from conftest import FIXTURES, hf_model
+from bitdelta_testdata import FIXTURES, hf_model
 from safetensors import safe_open
 
 import zoo

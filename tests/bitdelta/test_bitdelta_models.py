@@ -6,7 +6,7 @@ import copy
 import lightning as L
 import pytest
 import torch
-from conftest import FIXTURES, hf_model
+from bitdelta_testdata import FIXTURES, hf_model
 
 import zoo
 from zoo.bitdelta.delta import compress

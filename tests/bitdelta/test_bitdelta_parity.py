@@ -5,7 +5,7 @@ import json
 
 import pytest
 import torch
-from conftest import FIXTURES, MODULES_CHECKED, hf_model
+from bitdelta_testdata import FIXTURES, MODULES_CHECKED, hf_model
 
 from zoo.bitdelta._bits import unpack_bits
 from zoo.bitdelta.convert import from_official

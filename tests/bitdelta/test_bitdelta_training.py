@@ -5,7 +5,7 @@ import json
 import lightning as L
 import pytest
 import torch
-from conftest import FIXTURES
+from bitdelta_testdata import FIXTURES
 
 import zoo
 from zoo.bitdelta.data import TextDataModule

@@ -1,13 +1,11 @@
 """Shared EScAIP test fixtures: the official reference fixtures and the tiny official models as zoo repos."""
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "escaip"
+from escaip_testdata import FIXTURES
 
 
 @pytest.fixture(scope="session")
@@ -25,10 +23,6 @@ def inputs() -> dict:
         "pbc": torch.tensor(data["pbc"]),
         "natoms": torch.tensor(data["natoms"]),
     }
-
-
-def official_config(variant: str) -> dict:
-    return json.loads((FIXTURES / f"{variant}_config.json").read_text())
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import official_config
+from escaip_testdata import official_config
 
 from zoo.escaip.graph import GraphConfig, _search, build_graph
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from conftest import official_config
+from escaip_testdata import official_config
 from safetensors.torch import load_file
 
 from zoo.escaip.graph import build_graph

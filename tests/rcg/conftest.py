@@ -4,10 +4,7 @@ from pathlib import Path
 
 import pytest
 import torch
-
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "rcg"
-# head counts of the tiny fixture networks (not recoverable from weight shapes)
-TINY = {"encoder": {"num_heads": 2}, "mage": {"num_heads": 2, "decoder_num_heads": 2}}
+from rcg_testdata import FIXTURES, TINY
 
 
 @pytest.fixture(autouse=True)
@@ -17,17 +14,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-def io(name: str) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
-
-    return load_file(str(FIXTURES / name / "io.safetensors"))
-
-
-def max_err(a: torch.Tensor, b: torch.Tensor) -> float:
-    assert a.shape == b.shape, (a.shape, b.shape)
-    return (a.double() - b.double()).abs().max().item()
 
 
 @pytest.fixture(scope="session")

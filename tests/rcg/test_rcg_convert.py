@@ -5,7 +5,7 @@ import json
 
 import pytest
 import torch
-from conftest import FIXTURES, TINY, io
+from rcg_testdata import FIXTURES, TINY, io
 from safetensors.torch import load_file
 
 import zoo

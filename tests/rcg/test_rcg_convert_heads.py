@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 import torch
-from conftest import FIXTURES, TINY
+from rcg_testdata import FIXTURES, TINY
 
 from zoo.rcg import convert as rc
 from zoo.rcg.convert import convert_checkpoint, infer_encoder_config, infer_mage_config

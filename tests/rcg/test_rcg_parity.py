@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import FIXTURES, io, max_err
+from rcg_testdata import FIXTURES, io, max_err
 from safetensors.torch import load_file
 
 import zoo

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import io, max_err
+from rcg_testdata import io, max_err
 
 import zoo
 from zoo.rcg.pipeline import RCGPipeline
