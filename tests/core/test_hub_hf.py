@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from huggingface_hub import ModelCard, constants
+from huggingface_hub import ModelCard
 from toy import ToyRegressor
 
 import zoo
@@ -63,9 +63,11 @@ def test_round_trip_folder_hub_cache_offline(hub, tmp_path, monkeypatch):
 
     card = ModelCard.load(tmp_path / "toy-hf" / "README.md")
     assert card.data.library_name == "zoo" and card.data.license == "mit"
-    assert card.data.eval_results[0].metric_value == 0.125
-    monkeypatch.setattr(constants, "ENDPOINT", hub.endpoint)
-    card.validate()  # the Hub's metadata checks (served by the loopback Hub's validate-yaml)
+    assert card.data.datasets == ["random"] and card.data.tags == ["toy", "toy-mlp"]
+    result = card.data.eval_results[0]  # the model-index parsed back: task, dataset, split, metric
+    assert (card.data.model_name, result.task_type, result.dataset_name, result.dataset_split) == \
+        ("toy-hf", "other", "random", "test")
+    assert (result.metric_type, result.metric_value) == ("mse", 0.125)
 
 
 def test_hf_uri_and_revisions(hub, monkeypatch):
