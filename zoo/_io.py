@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextvars
+import ctypes
 import hashlib
 import json
+import mmap
 import os
 import secrets
+import sys
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 from zoo.errors import DamagedFileError
 
@@ -58,6 +63,70 @@ _ST_DTYPES = {
 }
 
 
+@dataclass(frozen=True)
+class LazyTensor:
+    """A tensor that is read only when it is written: ``load()`` returns it (``dtype``, ``shape`` as announced).
+
+    :func:`save_state_dict` takes these beside plain tensors, so a converter can stream a checkpoint larger than
+    memory into safetensors one tensor at a time (the bytes are the same as for the loaded tensors).
+    """
+
+    dtype: Any  # torch.dtype
+    shape: tuple[int, ...]
+    load: Callable[[], Any]
+
+    @property
+    def nbytes(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= int(d)
+        return n * self.dtype.itemsize
+
+
+def _nbytes(t) -> int:
+    return t.nbytes if isinstance(t, LazyTensor) else t.numel() * t.element_size()
+
+
+def _dtype_shape(t) -> tuple[Any, tuple[int, ...]]:
+    return (t.dtype, tuple(t.shape))
+
+
+_RELEASE_PAGES = contextvars.ContextVar("zoo_release_pages", default=False)
+_MADV_PAGEOUT = 21  # Linux >= 5.4: reclaim the range; clean file-backed pages are dropped, nothing is lost
+
+
+def release_pages(t) -> None:
+    """Hint the kernel to drop the resident pages behind tensor ``t`` (Linux ``madvise(MADV_PAGEOUT)``).
+
+    Non-destructive: for a tensor read with ``torch.load(mmap=True)`` (a private, clean file mapping) the pages
+    leave the process's resident set and are read from the file again if touched; anonymous memory stays as
+    it is (no swap). A no-op elsewhere. Converters call it on source tensors they are done with, so reading a
+    checkpoint through ``mmap`` costs about one tensor of resident memory, not the whole file.
+    """
+    if not sys.platform.startswith("linux") or t.numel() == 0 or t.device.type != "cpu":
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return
+    page = mmap.PAGESIZE
+    start = t.data_ptr()
+    end = start + t.numel() * t.element_size()
+    lo, hi = start - start % page, end + (-end % page)
+    libc.madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), ctypes.c_int(_MADV_PAGEOUT))
+
+
+@contextmanager
+def releasing_pages() -> Iterator[None]:
+    """Within this block :func:`write_safetensors` releases (:func:`release_pages`) every tensor it has written:
+    a conversion from an mmap-ed checkpoint then peaks at about one tensor, not the checkpoint's size."""
+    token = _RELEASE_PAGES.set(True)
+    try:
+        yield
+    finally:
+        _RELEASE_PAGES.reset(token)
+
+
 def write_safetensors(tensors: dict, path: str | os.PathLike, metadata: dict[str, str] | None = None) -> None:
     """Write a safetensors file whose bytes depend only on its contents.
 
@@ -65,29 +134,41 @@ def write_safetensors(tensors: dict, path: str | os.PathLike, metadata: dict[str
     files must be byte-reproducible, so the zoo writes the (simple, documented) format itself: an 8-byte
     little-endian header size, a JSON header with sorted keys padded to 8 bytes, then the raw tensor bytes,
     largest elements first so every tensor stays aligned.
+
+    Values may be :class:`LazyTensor`: each is loaded just before its bytes are written and dropped after, so
+    the file's bytes are the same as for the loaded tensors while memory holds one tensor at a time.
     """
     import torch
 
-    order = sorted(tensors, key=lambda k: (-tensors[k].element_size(), k))
+    order = sorted(tensors, key=lambda k: (-tensors[k].dtype.itemsize, k))
     header: dict = {"__metadata__": dict(sorted((metadata or {}).items()))} if metadata else {}
     offset = 0
     for key in order:
-        t = tensors[key]
-        dtype = str(t.dtype).removeprefix("torch.")
-        if dtype not in _ST_DTYPES:
-            raise TypeError(f"{key}: dtype {t.dtype} cannot be stored in safetensors")
-        nbytes = t.numel() * t.element_size()
-        header[key] = {"dtype": _ST_DTYPES[dtype], "shape": list(t.shape), "data_offsets": [offset, offset + nbytes]}
+        dtype, shape = _dtype_shape(tensors[key])
+        name = str(dtype).removeprefix("torch.")
+        if name not in _ST_DTYPES:
+            raise TypeError(f"{key}: dtype {dtype} cannot be stored in safetensors")
+        nbytes = _nbytes(tensors[key])
+        header[key] = {"dtype": _ST_DTYPES[name], "shape": list(shape), "data_offsets": [offset, offset + nbytes]}
         offset += nbytes
     blob = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
     blob += b" " * (-len(blob) % 8)
+    release = _RELEASE_PAGES.get()
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
         f.write(len(blob).to_bytes(8, "little"))
         f.write(blob)
         for key in order:
-            t = tensors[key].detach().to("cpu").contiguous()
-            if t.numel():
-                f.write(t.reshape(-1).view(torch.uint8).numpy().data)
+            value = tensors[key]
+            t = value.load() if isinstance(value, LazyTensor) else value
+            if isinstance(value, LazyTensor) and _dtype_shape(t) != _dtype_shape(value):
+                raise ValueError(f"{key}: loaded {t.dtype} {tuple(t.shape)}, announced {value.dtype} {value.shape}")
+            t = t.detach().to("cpu")
+            c = t.contiguous()
+            if c.numel():
+                f.write(c.reshape(-1).view(torch.uint8).numpy().data)
+            if release:
+                release_pages(t)
+            del t, c
 
 
 def save_state_dict(
@@ -100,12 +181,15 @@ def save_state_dict(
     """Write ``model.safetensors``, or shards plus an HF-style index above ``max_shard_bytes``.
 
     Returns the file names written (byte-reproducible: see :func:`write_safetensors`). Tensors that share
-    storage are cloned (safetensors refuses aliases).
+    storage are cloned (safetensors refuses aliases). Values may be :class:`LazyTensor` (streamed).
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     tensors, seen = {}, set()
     for key, t in state_dict.items():
+        if isinstance(t, LazyTensor):
+            tensors[key] = t
+            continue
         t = t.detach()
         ptr = (t.untyped_storage().data_ptr(), t.storage_offset()) if t.numel() else None
         tensors[key] = t.clone().contiguous() if ptr in seen or not t.is_contiguous() else t
@@ -116,7 +200,7 @@ def save_state_dict(
     shards: list[dict] = [{}]
     size = 0
     for key, t in tensors.items():
-        nbytes = t.numel() * t.element_size()
+        nbytes = _nbytes(t)
         if shards[-1] and size + nbytes > max_shard_bytes:
             shards.append({})
             size = 0
@@ -135,7 +219,7 @@ def save_state_dict(
         names.append(name)
         for key, t in shard.items():
             weight_map[key] = name
-            total += t.numel() * t.element_size()
+            total += _nbytes(t)
     write_json_atomic(directory / WEIGHTS_INDEX_NAME, {"metadata": {"total_size": total}, "weight_map": weight_map})
     return [*names, WEIGHTS_INDEX_NAME]
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from zoo._io import release_pages, releasing_pages
 from zoo.bitdelta.delta import BitDelta, base_fingerprint, dtype_name
 
 __all__ = ["OFFICIAL_GLOBALS", "read_official", "carried_dtype", "from_official", "convert", "from_upstream"]
@@ -71,7 +72,8 @@ def read_official(path: str | os.PathLike) -> dict[str, torch.Tensor]:
              torch._utils._rebuild_parameter_with_state, torch.FloatStorage, torch.IntStorage,
              torch.BFloat16Storage, torch.HalfStorage]
     with torch.serialization.safe_globals(allow):
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        # memory-mapped: tensors are read when touched and released once written (zoo._io.releasing_pages)
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise ValueError(f"{path} is not a dict of tensors; it is not an official BitDelta file")
     return {k: v.detach().contiguous() for k, v in state.items()}
@@ -94,6 +96,12 @@ def _check_no_downcast(params: dict[str, torch.Tensor], dtype: torch.dtype) -> N
                 f"the diff carries {dtype_name(value.dtype)} tensors ({name}, ...) that a {dtype_name(dtype)} base "
                 f"would round, so the converted delta would not reproduce the official one; load the base in "
                 f"{dtype_name(value.dtype)} (--base-dtype {dtype_name(value.dtype)}, the default: the diff's own dtype)")
+
+
+def _same_as_base(base: torch.Tensor | None, value: torch.Tensor) -> bool:
+    same = base is not None and base.shape == value.shape and torch.equal(base.to(value.dtype), value)
+    release_pages(value)  # an mmap-ed diff's tensor: back to the file until it is written
+    return same
 
 
 def from_official(
@@ -125,8 +133,7 @@ def from_official(
     if base_model is not None:
         _check_no_downcast(params, base_model.get_submodule(modules[0]).weight.dtype)
         base_state = base_model.state_dict()
-        params = {k: v for k, v in params.items()
-                  if k not in base_state or base_state[k].shape != v.shape or not torch.equal(base_state[k].to(v.dtype), v)}
+        params = {k: v for k, v in params.items() if not _same_as_base(base_state.get(k), v)}
         base_sha256 = base_fingerprint(base_model)
         base_dtype = dtype_name(base_model.get_submodule(modules[0]).weight.dtype)
     delta = BitDelta(masks=masks, scales=scales, shapes=shapes, params=params, base=base, base_revision=base_revision,
@@ -149,8 +156,9 @@ def convert(src: str | os.PathLike, out_dir: str | os.PathLike, *, base: str | N
         from zoo.bitdelta._base import load_model
 
         base_model = load_model(base_model, revision=base_revision, dtype=base_dtype or carried_dtype(state))
-    delta = from_official(state, base=base, base_model=base_model, base_revision=base_revision)
-    delta.save(out_dir)
+    with releasing_pages():  # the file is mmap-ed: each tensor leaves memory once compared / written
+        delta = from_official(state, base=base, base_model=base_model, base_revision=base_revision)
+        delta.save(out_dir)
     return delta
 
 

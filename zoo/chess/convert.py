@@ -15,11 +15,14 @@ import re
 import shutil
 import tempfile
 import zipfile
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import torch
 
+from zoo._io import CONFIG_NAME, LazyTensor, save_state_dict, write_json_atomic
 from zoo.chess.model import POLICIES, ChessTransformerConfig
 from zoo.chess.tokenizer import NUM_ACTIONS
 
@@ -29,6 +32,8 @@ __all__ = [
     "find_params_dir",
     "infer_config",
     "haiku_to_state_dict",
+    "haiku_to_lazy_state_dict",
+    "open_params",
     "convert",
     "catalog_convert_args",
     "from_upstream",
@@ -68,8 +73,31 @@ def find_params_dir(root: str | os.PathLike, step: int | None = None, ema: bool 
     return chosen / leaf
 
 
-def read_orbax(params_dir: str | os.PathLike) -> dict[str, np.ndarray]:
-    """All arrays of an Orbax ``params`` folder, keyed ``module/param``, read with TensorStore."""
+class OrbaxArray:
+    """One array of an Orbax checkpoint, opened (shape and dtype known) but read only by :meth:`read`."""
+
+    def __init__(self, store):
+        self._store = store
+        self.shape = tuple(int(d) for d in store.shape)
+        self.dtype = np.dtype(store.dtype.numpy_dtype)
+
+    def read(self) -> np.ndarray:
+        return np.asarray(self._store.read().result())
+
+    def __array__(self, dtype=None, copy=None):
+        array = self.read()
+        return array if dtype is None else array.astype(dtype)
+
+    @property
+    def T(self) -> np.ndarray:
+        return self.read().T
+
+
+def read_orbax(params_dir: str | os.PathLike, lazy: bool = False) -> dict[str, np.ndarray]:
+    """All arrays of an Orbax ``params`` folder, keyed ``module/param``, read with TensorStore.
+
+    ``lazy=True`` returns :class:`OrbaxArray` handles (shape known, bytes read on demand), so a converter holds
+    one array at a time instead of the whole checkpoint."""
     try:
         import tensorstore as ts
     except ImportError:
@@ -90,24 +118,33 @@ def read_orbax(params_dir: str | os.PathLike) -> dict[str, np.ndarray]:
     out = {}
     for name in names:
         module, _, param = name.rpartition(".")
-        array = ts.open({"driver": "zarr", "kvstore": kvstore, "path": name + "/"}, open=True).result()
-        out[f"{module}/{param}"] = np.asarray(array.read().result())
+        array = OrbaxArray(ts.open({"driver": "zarr", "kvstore": kvstore, "path": name + "/"}, open=True).result())
+        out[f"{module}/{param}"] = array if lazy else array.read()
     return out
 
 
 def read_params(src: str | os.PathLike, step: int | None = None, ema: bool = False) -> dict[str, np.ndarray]:
     """A Haiku tree from a ``.npz`` file, an Orbax checkpoint folder, or an official ``.zip``."""
+    with open_params(src, step=step, ema=ema) as params:
+        return {key: np.asarray(value) for key, value in params.items()}
+
+
+@contextmanager
+def open_params(src: str | os.PathLike, step: int | None = None, ema: bool = False) -> Iterator[dict]:
+    """The Haiku tree of ``src`` while the block runs; Orbax arrays (a folder or an official ``.zip``, unpacked
+    to a temporary folder on disk) are lazy :class:`OrbaxArray` handles, read one at a time."""
     src = Path(src)
     if src.suffix == ".npz":
-        return read_npz(src)
-    if src.suffix == ".zip":
+        yield read_npz(src)
+    elif src.suffix == ".zip":
         with tempfile.TemporaryDirectory() as tmp:
             with zipfile.ZipFile(src) as archive:
                 archive.extractall(tmp)
-            return read_orbax(find_params_dir(tmp, step, ema))
-    if src.is_dir():
-        return read_orbax(find_params_dir(src, step, ema))
-    raise ValueError(f"{src}: expected a params .npz, an Orbax checkpoint folder or an official checkpoint .zip")
+            yield read_orbax(find_params_dir(tmp, step, ema), lazy=True)
+    elif src.is_dir():
+        yield read_orbax(find_params_dir(src, step, ema), lazy=True)
+    else:
+        raise ValueError(f"{src}: expected a params .npz, an Orbax checkpoint folder or an official checkpoint .zip")
 
 
 # ----------------------------------------------------------------------------- mapping
@@ -167,29 +204,56 @@ def infer_config(params: dict[str, np.ndarray], *, policy: str | None = None, nu
     )
 
 
-def haiku_to_state_dict(params: dict[str, np.ndarray], num_layers: int) -> dict[str, torch.Tensor]:
-    """Map the Haiku tree onto ``ChessTransformer`` parameter names (linear weights transposed)."""
-    t = lambda key: torch.from_numpy(np.ascontiguousarray(params[key], dtype=np.float32))  # noqa: E731
-    tT = lambda key: torch.from_numpy(np.ascontiguousarray(params[key].T, dtype=np.float32))  # noqa: E731
-    sd = {"token_embedding.weight": t("embed/embeddings"), "position_embedding": t("embed_1/embeddings")}
+def haiku_mapping(num_layers: int) -> dict[str, tuple[str, bool]]:
+    """``ChessTransformer`` parameter name -> (Haiku key, transposed?) for a ``num_layers`` tree."""
+    m = {"token_embedding.weight": ("embed/embeddings", False), "position_embedding": ("embed_1/embeddings", False)}
     for i in range(num_layers):
         attn = _name("multi_head_dot_product_attention", i)
         for j, proj in enumerate("qkvo"):
-            sd[f"blocks.{i}.attn.{proj}.weight"] = tT(f"{attn}/{_name('linear', j)}/w")
+            m[f"blocks.{i}.attn.{proj}.weight"] = (f"{attn}/{_name('linear', j)}/w", True)
         for ln, idx in (("ln_attn", 2 * i), ("ln_mlp", 2 * i + 1)):
-            sd[f"blocks.{i}.{ln}.weight"] = t(f"{_name('layer_norm', idx)}/scale")
-            sd[f"blocks.{i}.{ln}.bias"] = t(f"{_name('layer_norm', idx)}/offset")
+            m[f"blocks.{i}.{ln}.weight"] = (f"{_name('layer_norm', idx)}/scale", False)
+            m[f"blocks.{i}.{ln}.bias"] = (f"{_name('layer_norm', idx)}/offset", False)
         for j, proj in enumerate(("gate", "up", "down")):
-            sd[f"blocks.{i}.mlp.{proj}.weight"] = tT(f"{_name('linear', 3 * i + j)}/w")
-    sd["ln_final.weight"] = t(f"{_name('layer_norm', 2 * num_layers)}/scale")
-    sd["ln_final.bias"] = t(f"{_name('layer_norm', 2 * num_layers)}/offset")
-    sd["head.weight"] = tT(f"{_name('linear', 3 * num_layers)}/w")
-    sd["head.bias"] = t(f"{_name('linear', 3 * num_layers)}/b")
-    used = 2 + 4 * num_layers + 4 * num_layers + 3 * num_layers + 4
-    if used != len(params):
+            m[f"blocks.{i}.mlp.{proj}.weight"] = (f"{_name('linear', 3 * i + j)}/w", True)
+    m["ln_final.weight"] = (f"{_name('layer_norm', 2 * num_layers)}/scale", False)
+    m["ln_final.bias"] = (f"{_name('layer_norm', 2 * num_layers)}/offset", False)
+    m["head.weight"] = (f"{_name('linear', 3 * num_layers)}/w", True)
+    m["head.bias"] = (f"{_name('linear', 3 * num_layers)}/b", False)
+    return m
+
+
+def _check_tree(params: dict, mapping: dict[str, tuple[str, bool]], num_layers: int) -> None:
+    if len(mapping) != len(params):
         known = {"embed/embeddings", "embed_1/embeddings"}
-        raise ValueError(f"the tree has {len(params)} arrays but a {num_layers}-layer model uses {used}: {sorted(set(params) - known)[:8]}")
+        raise ValueError(f"the tree has {len(params)} arrays but a {num_layers}-layer model uses {len(mapping)}: "
+                         f"{sorted(set(params) - known)[:8]}")
+
+
+def _to_torch(array, transpose: bool) -> torch.Tensor:
+    array = np.asarray(array)
+    return torch.from_numpy(np.ascontiguousarray(array.T if transpose else array, dtype=np.float32))
+
+
+def haiku_to_state_dict(params: dict[str, np.ndarray], num_layers: int) -> dict[str, torch.Tensor]:
+    """Map the Haiku tree onto ``ChessTransformer`` parameter names (linear weights transposed)."""
+    mapping = haiku_mapping(num_layers)
+    sd = {name: _to_torch(params[key], transpose) for name, (key, transpose) in mapping.items()}
+    _check_tree(params, mapping, num_layers)
     return sd
+
+
+def haiku_to_lazy_state_dict(params: dict, num_layers: int, prefix: str = "") -> dict[str, LazyTensor]:
+    """:func:`haiku_to_state_dict` as :class:`zoo._io.LazyTensor` s: each array is read (and transposed) only when
+    written, so converting a checkpoint holds one array in memory (``save_state_dict`` streams them)."""
+    mapping = haiku_mapping(num_layers)
+    _check_tree(params, mapping, num_layers)
+    out = {}
+    for name, (key, transpose) in mapping.items():
+        shape = tuple(params[key].shape)
+        out[prefix + name] = LazyTensor(torch.float32, shape[::-1] if transpose else shape,
+                                        lambda key=key, transpose=transpose: _to_torch(params[key], transpose))
+    return out
 
 
 # ----------------------------------------------------------------------------- entry points
@@ -209,15 +273,23 @@ def convert(
     ``num_heads`` is always needed and ``policy`` unless the head is the 1968-way BC head (see :func:`infer_config`).
     """
     from zoo.chess.module import ChessTransformerModule
+    from zoo.loading import load
 
-    params = read_params(src, step=step, ema=ema)
-    cfg = infer_config(params, policy=policy, num_heads=num_heads)
-    state = haiku_to_state_dict(params, cfg.num_layers)
-    with torch.device("meta"):
-        module = ChessTransformerModule(**{k: v for k, v in vars(cfg).items() if k != "vocab_size"})
-    module.load_weights_({f"model.{k}": v for k, v in state.items()})
-    module.save_pretrained(out_dir)
-    return module
+    with open_params(src, step=step, ema=ema) as params:
+        cfg = infer_config(params, policy=policy, num_heads=num_heads)
+        with torch.device("meta"):
+            module = ChessTransformerModule(**{k: v for k, v in vars(cfg).items() if k != "vocab_size"})
+        # streamed: every array is read, transposed and written in turn (peak memory ~ one array, not the model)
+        state = haiku_to_lazy_state_dict(params, cfg.num_layers, prefix="model.")
+        expected = module.pretrained_state_dict()
+        wrong = sorted(k for k in set(state) | set(expected)
+                       if k not in state or k not in expected or tuple(expected[k].shape) != state[k].shape)
+        if wrong:
+            raise ValueError(f"the checkpoint's arrays do not fit {type(module).__name__}: {wrong[:8]}")
+        out_dir = Path(out_dir)
+        save_state_dict(state, out_dir)
+        write_json_atomic(out_dir / CONFIG_NAME, module.config_json())
+    return load(out_dir)  # the written repo, read back strictly (weights memory-mapped)
 
 
 def catalog_convert_args(entry) -> dict:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from zoo._io import releasing_pages
 from zoo.escaip.module import EScAIPModule
 
 __all__ = ["InferenceCheckpoint", "load_inference_checkpoint", "convert_checkpoint", "convert_state_dict"]
@@ -39,7 +40,12 @@ class InferenceCheckpoint:
 def load_inference_checkpoint(path: str | os.PathLike) -> InferenceCheckpoint:
     try:
         with torch.serialization.safe_globals([(InferenceCheckpoint, CHECKPOINT_CLASS)]):
-            ckpt = torch.load(path, map_location="cpu", weights_only=True)
+            try:  # memory-mapped: only the state dict converted is read, a tensor at a time (zoo._io.releasing_pages)
+                ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            except RuntimeError as err:  # torch's legacy (pre-zip) format cannot be mapped: read it whole
+                if "mmap" not in str(err):
+                    raise
+                ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # an UnpicklingError names the global that is not allow-listed
         raise ValueError(
             f"{path} is not a fairchem inference checkpoint that can be read safely (weights_only=True, "
@@ -139,7 +145,8 @@ def convert_checkpoint(src: str | os.PathLike, out_dir: str | os.PathLike, *, us
         raise ValueError(f"{src} has no {'EMA ' if use_ema else ''}state dict")
     max_el = int(backbone.get("max_num_elements", 110))
     module = _build(backbone, config["heads"], state, _task_scaling(ckpt.tasks_config, dataset, max_el))
-    module.save_pretrained(out_dir)
+    with releasing_pages():
+        module.save_pretrained(out_dir)
     return module
 
 

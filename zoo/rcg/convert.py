@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from zoo._io import release_pages, releasing_pages
 from zoo.rcg.model import (
     ENCODER_CONFIGS,
     MAGE_CONFIGS,
@@ -71,7 +72,7 @@ def load_official(path: str | os.PathLike) -> dict[str, Any]:
         )
     try:
         with torch.serialization.safe_globals(ALLOWED_GLOBALS):
-            ckpt = torch.load(path, map_location="cpu", weights_only=True)
+            ckpt = _torch_load(path)
     except Exception as err:
         raise ValueError(
             f"{path} is not a checkpoint the zoo can read safely ({err}). Only tensors, plain containers and "
@@ -80,6 +81,18 @@ def load_official(path: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(ckpt, dict):
         raise ValueError(f"{path}: expected a dict checkpoint, got {type(ckpt).__name__}")
     return ckpt
+
+
+def _torch_load(path: Path):
+    """``torch.load`` memory-mapped: tensors are read from the file when touched, and a converter releases them
+    after writing (``zoo._io.releasing_pages``), so a multi-GB checkpoint converts in about one tensor of memory.
+    Files in torch's legacy (pre-zip) format cannot be mapped and are read whole."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except RuntimeError as err:
+        if "mmap" not in str(err):
+            raise
+        return torch.load(path, map_location="cpu", weights_only=True)
 
 
 def _state_dict(ckpt: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -382,7 +395,7 @@ def convert_pipeline(mage_ckpt: dict[str, Any], rdm_ckpt: dict[str, Any], config
         raise ValueError("the MAGE checkpoint has no pretrained_encoder: it is not representation-conditioned")
     rdm_cfg, _raw, ema, emb, rdm_encoder, _info = _rdm_parts(rdm_ckpt, config, set())
     if rdm_encoder is not None:
-        differs = set(rdm_encoder) != set(encoder) or any(not torch.equal(rdm_encoder[k], encoder[k]) for k in encoder)
+        differs = set(rdm_encoder) != set(encoder) or any(not _equal_released(rdm_encoder[k], encoder[k]) for k in encoder)
         if differs:
             warnings.warn("the RDM was trained on a different encoder copy than the MAGE's; the pipeline encodes "
                           "images with the MAGE's encoder", stacklevel=2)
@@ -394,6 +407,14 @@ def convert_pipeline(mage_ckpt: dict[str, Any], rdm_ckpt: dict[str, Any], config
              **{f"vqgan.{k}": v for k, v in vqgan.items()}, **{f"rdm.denoiser.{k}": v for k, v in ema.items()},
              "rdm.class_embed.weight": emb}
     return _build(RCGPipeline, hparams, state)
+
+
+def _equal_released(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """``torch.equal``, then both tensors' pages released (two multi-GB encoder copies are compared in passing)."""
+    same = torch.equal(a, b)
+    release_pages(a)
+    release_pages(b)
+    return same
 
 
 def convert_checkpoint(paths: list[str | os.PathLike], config: dict | None = None):
@@ -412,7 +433,8 @@ def convert_checkpoint(paths: list[str | os.PathLike], config: dict | None = Non
 def convert_files(paths: list[str | os.PathLike], out_dir: str | os.PathLike, config: dict | None = None):
     """Convert and write a zoo repo folder; returns the module."""
     module = convert_checkpoint(paths, config)
-    module.save_pretrained(out_dir)
+    with releasing_pages():  # each tensor leaves memory once written: peak ~ one tensor, not the checkpoints
+        module.save_pretrained(out_dir)
     return module
 
 
