@@ -105,3 +105,33 @@ def test_board_svg_lists_every_move(tiny_av):
     board.push_uci("e2e4")
     with pytest.raises(ValueError, match="analyse this board"):
         board_svg(board, analysis)
+
+
+def test_repetition_rule_shortcut_agrees_with_python_chess():
+    """The halfmove-clock shortcut of the repetition rule gives python-chess's answer, in games that shuffle
+    pieces back and forth (many repetitions) and in ordinary random ones."""
+    import random
+
+    from zoo.chess.engine import _is_repetition_draw
+
+    rng = random.Random(3)
+    checked, draw_clocks = 0, []
+    for game in range(12):
+        board = chess.Board()
+        for _ in range(rng.randint(10, 50)):
+            moves = list(board.legal_moves)
+            if not moves:
+                break
+            # shuffling games: prefer undoing the mover's previous move, which repeats positions
+            undo = [m for m in moves if len(board.move_stack) >= 2 and m.from_square == board.move_stack[-2].to_square
+                    and m.to_square == board.move_stack[-2].from_square]
+            board.push(rng.choice(undo) if undo and game % 2 and rng.random() < 0.8 else rng.choice(moves))
+            for move in legal_moves(board):
+                board.push(move)
+                expected = board.is_fivefold_repetition() or board.can_claim_threefold_repetition()
+                assert _is_repetition_draw(board) == expected, board.fen()
+                checked += 1
+                draw_clocks += [board.halfmove_clock] if expected else []
+                board.pop()
+    # draws at the smallest clock possible (7: a claim by the mover's next move) show the bound is not too high
+    assert len(draw_clocks) >= 10 and min(draw_clocks) == 7 and checked > 4000, (draw_clocks, checked)

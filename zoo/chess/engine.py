@@ -47,6 +47,11 @@ def parse_move(board: chess.Board, text: str) -> chess.Move:
 
 def _is_repetition_draw(board: chess.Board) -> bool:
     """Official rule: fivefold, or the side to move can claim threefold (incl. by one of its own moves)."""
+    # A position recurs 4 plies later at the earliest and only across reversible moves, so a third occurrence,
+    # even one reached by the mover's next move, needs a halfmove clock of 7 or more: below that, skip
+    # python-chess's search (which tries every legal move), with the same answer.
+    if board.halfmove_clock < 7:
+        return False
     return board.is_fivefold_repetition() or board.can_claim_threefold_repetition()
 
 
