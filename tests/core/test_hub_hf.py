@@ -1,8 +1,5 @@
 """The Hugging Face path end to end, against the loopback Hub (tests/hubserver.py) with the real client."""
 
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -128,28 +125,3 @@ def test_unreachable_hub_without_cache(monkeypatch):
                               files=(FileSpec("config.json", "b" * 64, 10),)))
     with pytest.raises(OfflineError, match="cannot reach the Hub at http://127.0.0.1:9"):
         zoo.load("toy-nonet")
-
-
-RACE = textwrap.dedent("""
-    import sys
-    sys.path.insert(0, {tests!r})
-    import toy, zoo
-    from zoo.registry import FileSpec, ModelEntry, register_model
-    register_model(ModelEntry(name="toy-race", method="toy", repo="user/toy-race",
-                              revision={commit!r}, files=tuple(FileSpec(*f) for f in {files!r})))
-    m = zoo.load("toy-race")
-    print(float(sum(p.detach().double().sum() for p in m.parameters())))
-""")
-
-
-def test_two_processes_load_one_uncached_model(hub):
-    model, result, entry = _publish(hub, "toy-race")
-    hub.delay(0.3, path_contains="/resolve/")  # make the two first loads overlap
-    script = RACE.format(tests=str(Path(__file__).parents[1]), commit=result["commit"],
-                         files=[(f.path, f.sha256, f.size) for f in entry.files])
-    procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for _ in range(2)]
-    outs = [p.communicate(timeout=300) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outs
-    expected = float(sum(p.detach().double().sum() for p in model.parameters()))
-    assert [float(o[0]) for o in outs] == pytest.approx([expected, expected])
