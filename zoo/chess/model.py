@@ -5,11 +5,15 @@ A bidirectional (no causal mask) pre-LN decoder over a BOS-shifted token sequenc
     h = E[u] * sqrt(D) + P[:T]                  # shared 1968-row token table, learned positions
     h = h + Attn(LN(h)); h = h + MLP(LN(h))     # x L, bias-free Q/K/V/O, SwiGLU MLP of width 4D
     log_softmax(Head(LN(h)))                    # head with bias
+
+``ChessTransformer.forward`` returns every position's log-probs (training); ``LastPositionPredictor`` computes the
+last position's alone with less work (the engines' network call, float32 or opt-in bfloat16).
 """
 
 from __future__ import annotations
 
 import math
+import platform
 from dataclasses import asdict, dataclass
 
 import torch
@@ -176,7 +180,9 @@ class ChessTransformer(nn.Module):
 PRECISIONS = ("fp32", "bf16")
 CPU_CHUNK_ROWS = 64  # rows per pass on CPU: enough for efficient matmuls, few enough for activations to stay in cache
 
-_ONEDNN_LINEAR = getattr(torch.ops.mkldnn, "_linear_pointwise", None) if torch.backends.mkldnn.is_available() else None
+# measured on x86 only; elsewhere oneDNN may fall back to slow reference kernels
+_ONEDNN_LINEAR = (getattr(torch.ops.mkldnn, "_linear_pointwise", None)
+                  if torch.backends.mkldnn.is_available() and platform.machine().lower() in ("x86_64", "amd64") else None)
 
 
 def _linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -212,7 +218,7 @@ class LastPositionPredictor:
 
     ``precision="fp32"`` computes the model's function in float32 (sums in another order: ~1e-6 apart).
     ``precision="bf16"`` runs matmuls and attention products in bfloat16 (float32 accumulation; residual stream,
-    LayerNorms, softmax and head in float32): about 1.8x faster on CPUs with AVX512-BF16 or AMX, but its outputs
+    LayerNorms, softmax and head in float32): about 1.9x faster on CPUs with AVX512-BF16 or AMX, but its outputs
     differ (win probabilities by up to ~1e-2), so it is opt-in. Weights of any stored dtype are cast to the
     compute dtype. They are packed once and repacked when a parameter changes (training, loading, moving).
     """
@@ -234,8 +240,9 @@ class LastPositionPredictor:
         return self._packed
 
     def _pack(self, block: Block) -> _PackedBlock:
-        def cast(*weights: torch.Tensor) -> torch.Tensor:  # a single weight already in the dtype is not copied
-            return torch.cat([w.detach() for w in weights]).to(self.dtype).contiguous()
+        def cast(*weights: torch.Tensor) -> torch.Tensor:  # no copy of a lone weight already in the dtype
+            stacked = torch.cat([w.detach() for w in weights]) if len(weights) > 1 else weights[0].detach()
+            return stacked.to(self.dtype).contiguous()
 
         def norm(ln: nn.LayerNorm) -> tuple[torch.Tensor, torch.Tensor]:
             return ln.weight.detach().float(), ln.bias.detach().float()
