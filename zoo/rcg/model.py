@@ -393,10 +393,6 @@ def _group_norm(channels: int) -> nn.GroupNorm:
     return nn.GroupNorm(num_groups=32, num_channels=channels, eps=1e-6, affine=True)
 
 
-def swish(x: torch.Tensor) -> torch.Tensor:
-    return x * torch.sigmoid(x)
-
-
 class VQResnetBlock(nn.Module):
     """MaskGIT residual block: conv without bias; when widths differ the 1x1 shortcut acts on h (x is dropped)."""
 
@@ -410,8 +406,8 @@ class VQResnetBlock(nn.Module):
         self.nin_shortcut = nn.Conv2d(out_channels, out_channels, 1, bias=False) if in_channels != out_channels else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.conv1(swish(self.norm1(x)))
-        h = self.conv2(self.dropout(swish(self.norm2(h))))
+        h = self.conv1(F.silu(self.norm1(x)))
+        h = self.conv2(self.dropout(F.silu(self.norm2(h))))
         if self.nin_shortcut is not None:
             return self.nin_shortcut(h) + h
         return x + h
@@ -464,7 +460,7 @@ class VQEncoder(nn.Module):
             if level != self.num_levels - 1:
                 h = F.avg_pool2d(h, 2, 2)
         h = self.mid(h)
-        return self.conv_out(swish(self.norm_out(h)))
+        return self.conv_out(F.silu(self.norm_out(h)))
 
 
 class VQDecoder(nn.Module):
@@ -494,7 +490,7 @@ class VQDecoder(nn.Module):
                 h = block(h)
             if level != 0:
                 h = self.up[level].upsample(h)
-        return self.conv_out(swish(self.norm_out(h)))
+        return self.conv_out(F.silu(self.norm_out(h)))
 
 
 class VectorQuantizer(nn.Module):
