@@ -31,6 +31,8 @@ from typing import Any
 from zoo.errors import CardError
 from zoo.hparams import closest
 
+TEMPLATE_PATH = Path(__file__).resolve().parent / "MODEL_CARD_TEMPLATE.md"  # package data; top-level link for readers
+
 __all__ = ["CARD_SUMMARY", "check_card", "load_card"]
 
 # the format above on one line, for error messages and --help
@@ -109,3 +111,58 @@ def load_card(path: str | os.PathLike) -> dict[str, Any]:
     except (yaml.YAMLError, UnicodeDecodeError) as err:
         raise CardError(f"{path} is not valid YAML or JSON ({' '.join(str(err).split())}); {CARD_SUMMARY}") from None
     return check_card(card, str(path))
+
+
+def render_card(model, files: dict[str, dict[str, Any]], card: dict[str, Any] | None = None,
+                config: dict[str, Any] | None = None) -> str:
+    """The model card of ``model`` (a ZooModule): Hub YAML metadata (library, license, tags, datasets, base model,
+    model-index) + the body of ``MODEL_CARD_TEMPLATE.md``.
+
+    ``config``: the hparams the card shows (default ``model.config``); publishing passes the written config.json's.
+    """
+    from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+    fields = {**model.model_card_fields(), **(card or {})}
+    name = fields.get("name") or model.model_type
+    metrics = fields.get("metrics", [])
+    eval_results = [
+        EvalResult(
+            task_type=m.get("task", "other"),
+            dataset_type=m.get("dataset", "custom"),
+            dataset_name=m.get("dataset_name", m.get("dataset", "custom")),
+            dataset_split=m.get("split"),
+            metric_type=m["name"],
+            metric_name=m.get("display", m["name"]),
+            metric_value=m["value"],
+        )
+        for m in metrics
+    ]
+    data = ModelCardData(
+        library_name="zoo",
+        license=fields.get("license", "apache-2.0"),
+        tags=sorted(set(fields.get("tags", []))),
+        datasets=fields.get("datasets") or None,
+        base_model=fields.get("base_model"),
+        model_name=name,
+        eval_results=eval_results or None,
+    )
+    if not TEMPLATE_PATH.exists():
+        raise FileNotFoundError(f"the model card template {TEMPLATE_PATH} is missing from this installation")
+    rendered = ModelCard.from_template(
+        data,
+        template_path=str(TEMPLATE_PATH),
+        name=name,
+        method=model.method,
+        model_type=model.model_type,
+        description=fields.get("description", ""),
+        paper=fields.get("paper", ""),
+        usage=fields.get("usage") or f'import zoo\nmodel = zoo.load("{name}")',
+        metrics=metrics,
+        recipe=fields.get("recipe", ""),
+        training=fields.get("training", ""),
+        limitations=fields.get("limitations", ""),
+        citation=fields.get("citation", ""),
+        config=model.config if config is None else config,
+        files=files,
+    )
+    return str(rendered)

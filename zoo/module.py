@@ -8,18 +8,24 @@ JSON containers, never DictConfig or tensors.
 
 from __future__ import annotations
 
+import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-from zoo._io import CONFIG_NAME, DEFAULT_SHARD_BYTES, atomic_path, save_state_dict, write_json_atomic
+from zoo._io import CONFIG_NAME, DEFAULT_SHARD_BYTES, atomic_path, save_state_dict, sha256_file, write_json_atomic
 from zoo._lightning import L  # Lightning without the optional packages torchmetrics would import
+from zoo.card import check_card, load_card, render_card
 from zoo.errors import ConfigError
+from zoo.hparams import check_arguments, closest, reading_saved_config
+from zoo.hub import resolve_repo
+from zoo.registry import methods, resolve_module_class
 
-__all__ = ["ZooModule", "plain", "constructor_args", "CONFIG_FORMAT"]
+__all__ = ["ZooModule", "plain", "constructor_args", "CONFIG_FORMAT", "parse_dtype", "read_config"]
 
 CONFIG_FORMAT = 1
 
@@ -54,6 +60,73 @@ class _SkipInit(TorchFunctionMode):
 def constructor_args(hparams: Any) -> dict[str, Any]:
     """Hyperparameters without the bookkeeping LightningCLI adds (``_class_path``, ``_instantiator``)."""
     return {k: v for k, v in dict(hparams).items() if not k.startswith("_")}
+
+
+# ----------------------------------------------------------------------------- reading repos
+_DTYPES = {
+    "float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
+    "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
+    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+    "float64": torch.float64, "fp64": torch.float64, "double": torch.float64,
+}
+
+
+def parse_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    try:
+        return _DTYPES[str(dtype).removeprefix("torch.")]
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype!r}; use one of {sorted(_DTYPES)}") from None
+
+
+_FIX = "Correct that file, or get a good copy of the repo (download it again, or publish it again from its source)"
+
+
+def read_config(config_path: Path) -> dict:
+    """A repo's ``config.json``, checked: valid JSON holding ``model_type`` and ``hparams``, in a format this zoo
+    reads. Every problem is a ConfigError that names the file."""
+    if not config_path.exists():
+        raise FileNotFoundError(f"{config_path.parent} has no {CONFIG_NAME}; it is not a zoo repo folder")
+    try:
+        config = json.loads(config_path.read_bytes())
+    except ValueError as err:  # JSONDecodeError, or bytes that are not UTF-8
+        raise ConfigError(f"{config_path} is not valid JSON ({err}). {_FIX}", path=config_path) from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"{config_path} holds a JSON {type(config).__name__}, not an object. {_FIX}",
+                          path=config_path)
+    version = config.get("zoo_config_format", CONFIG_FORMAT)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ConfigError(f"{config_path}: zoo_config_format must be a positive integer, got {version!r}. {_FIX}",
+                          path=config_path)
+    if version > CONFIG_FORMAT:
+        from zoo import __version__
+
+        raise ConfigError(
+            f"{config_path} was written by a newer zoo (zoo_config_format {version}, zoo "
+            f"{config.get('zoo_version', '?')}); this zoo {__version__} reads format {CONFIG_FORMAT} and older: "
+            "upgrade with pip install -U lightning-zoo", path=config_path)
+    for key in ("model_type", "hparams"):
+        if key not in config:
+            raise ConfigError(f"{config_path} lacks {key!r}: it was not written by ZooModule.save_pretrained",
+                              path=config_path)
+    if not isinstance(config["hparams"], dict):
+        raise ConfigError(f"{config_path}: hparams must be a JSON object, got {config['hparams']!r}. {_FIX}",
+                          path=config_path)
+    return config
+
+
+def _module_class(config: dict, config_path: Path) -> type[ZooModule]:
+    model_type = config["model_type"]
+    known = sorted(t for spec in methods().values() for t in spec.modules)
+    if model_type not in known:
+        close = closest(str(model_type), known)
+        hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+        raise ConfigError(
+            f"{config_path}: unknown model_type {model_type!r}{hint}; the installed methods register "
+            f"{', '.join(known)}. Correct the file, or install the package of the method that wrote it",
+            path=config_path)
+    return resolve_module_class(model_type)
 
 
 class ZooModule(L.LightningModule):
@@ -106,14 +179,67 @@ class ZooModule(L.LightningModule):
         return [CONFIG_NAME, *names]
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str | os.PathLike, **kwargs) -> "ZooModule":
-        """``zoo.load`` that also checks the loaded module is of this class."""
-        from zoo.loading import load
+    def from_pretrained(
+        cls,
+        name_or_path: str | os.PathLike,
+        *,
+        revision: str | None = None,
+        device: str | torch.device | None = None,
+        dtype: str | torch.dtype | None = None,
+        **kwargs,
+    ) -> "ZooModule":
+        """``zoo.load``: the module a repo's ``config.json`` names, in eval mode (``cls`` checks its class).
 
-        model = load(name_or_path, **kwargs)
-        if not isinstance(model, cls):
-            raise TypeError(f"{name_or_path} holds a {type(model).__name__}, not a {cls.__name__}")
-        return model
+        ``name_or_path`` is a catalog name, ``hf://owner/repo[@revision]`` or a local repo folder. The module is
+        built on the meta device and the weights are assigned strictly. Extra keyword arguments go to the method's
+        ``from_repo_dir`` (e.g. ``merged=False`` for BitDelta deltas).
+        """
+        directory = resolve_repo(name_or_path, revision=revision)
+        config_path = directory / CONFIG_NAME
+        config = read_config(config_path)
+        module_class = _module_class(config, config_path)
+        if not issubclass(module_class, cls):
+            raise TypeError(f"{name_or_path} holds a {module_class.__name__}, not a {cls.__name__}")
+        try:
+            with reading_saved_config():
+                check_arguments(module_class, config["hparams"], "hparams", module_class.__name__)
+                model = module_class.from_repo_dir(
+                    directory,
+                    config["hparams"],
+                    device=torch.device(device or "cpu"),
+                    dtype=parse_dtype(dtype),
+                    **kwargs,
+                )
+        except ConfigError as err:
+            if err.path is not None:  # another repo's config (a delta's base, say) names its own file
+                raise
+            raise ConfigError(f"{config_path}: {err}. {_FIX}", path=config_path) from None
+        model.zoo_source = str(name_or_path)
+        return model.eval()
+
+    @classmethod
+    def from_checkpoint(cls, path: str | os.PathLike) -> "ZooModule":
+        """Rebuild from a Lightning ``.ckpt`` without unpickling code (``weights_only=True``), in eval mode.
+
+        The result holds what ``save_pretrained`` would write after ``fit``: a module class that keeps more than its
+        state dict in a checkpoint (EScAIP's EMA of the weights) defines ``weights_from_checkpoint_(checkpoint)``,
+        called after the state dict is assigned.
+        """
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        model_type = ckpt.get("zoo_model_type")
+        if model_type is None:
+            raise ValueError(f"{path} was not written by a ZooModule (no 'zoo_model_type' in the checkpoint)")
+        module_class = resolve_module_class(model_type)
+        if not issubclass(module_class, cls):
+            raise TypeError(f"{path} holds a {module_class.__name__}, not a {cls.__name__}")
+        with torch.device("meta"), _SkipInit():
+            model = module_class(**constructor_args(ckpt.get("hyper_parameters", {})))
+        model.load_weights_(ckpt["state_dict"])
+        finish = getattr(model, "weights_from_checkpoint_", None)
+        if finish is not None:
+            finish(ckpt)
+        return model.eval()
+
 
     @classmethod
     def from_repo_dir(
@@ -181,10 +307,58 @@ class ZooModule(L.LightningModule):
         checkpoint["zoo_model_type"] = self.model_type
 
     # ------------------------------------------------------------ publishing
-    def publish(self, repo: str | os.PathLike, **kwargs) -> dict[str, Any]:
-        from zoo.publishing import publish
+    def publish(
+        self,
+        repo: str | os.PathLike,
+        *,
+        card: dict[str, Any] | str | os.PathLike | None = None,
+        max_shard_bytes: int = DEFAULT_SHARD_BYTES,
+        endpoint: str | None = None,
+        token: str | None = None,
+        private: bool = False,
+        commit_message: str | None = None,
+    ) -> dict[str, Any]:
+        """Write this module as a repo into the folder ``repo``, or upload it to the Hub (``hf://owner/name``).
 
-        return publish(self, repo, **kwargs)
+        ``card``: model card fields, as a dict or the path of a YAML/JSON file (the format: :mod:`zoo.card`); it is
+        checked before anything is written, and a bad card is a ``zoo.errors.CardError``. Returns ``{"repo",
+        "commit", "files": {name: {"sha256", "size"}}}``: what a catalog entry pins; ``commit`` is None for a folder.
+        """
+        if card is not None:
+            card = check_card(card) if isinstance(card, dict) else load_card(card)
+        target = str(repo)
+        if not target.startswith("hf://"):
+            folder = Path(target)
+            files = self._write_repo(folder, card, max_shard_bytes)
+            return {"repo": str(folder), "commit": None, "files": files}
+
+        from huggingface_hub import HfApi
+
+        from zoo.hub import hf_endpoint, hub_errors
+
+        repo_id = target[len("hf://"):]
+        api = HfApi(endpoint=endpoint or hf_endpoint(), token=token)
+        with tempfile.TemporaryDirectory(prefix="zoo-publish-") as tmp:
+            files = self._write_repo(Path(tmp), card, max_shard_bytes)
+            with hub_errors(repo_id, upload=True):
+                api.create_repo(repo_id, exist_ok=True, private=private)
+                info = api.upload_folder(
+                    repo_id=repo_id,
+                    folder_path=tmp,
+                    commit_message=commit_message or f"Upload {self.model_type} with zoo",
+                )
+        return {"repo": repo_id, "commit": info.oid, "files": files}
+
+    def _write_repo(self, folder: Path, card: dict | None, max_shard_bytes: int) -> dict[str, dict]:
+        names = self.save_pretrained(folder, max_shard_bytes=max_shard_bytes)
+        files = {n: {"sha256": sha256_file(folder / n), "size": (folder / n).stat().st_size} for n in names}
+        # the card shows what was written, not the in-memory module (a delta loads merged, stores bf16 tensors, ...)
+        written = json.loads((folder / CONFIG_NAME).read_text(encoding="utf-8"))["hparams"]
+        with atomic_path(folder / "README.md") as tmp:
+            tmp.write_text(render_card(self, files, card, config=written), encoding="utf-8")
+        readme = folder / "README.md"
+        files["README.md"] = {"sha256": sha256_file(readme), "size": readme.stat().st_size}
+        return files
 
     def model_card_fields(self) -> dict[str, Any]:
         """Defaults for the model card; methods add tags, datasets, metrics."""
