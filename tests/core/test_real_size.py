@@ -107,13 +107,13 @@ def test_real_size_chess(tmp_path):
 def test_real_size_rcg(tmp_path):
     (row,), _ = _bench().bench_rcg(tmp_path, threads=())
     assert row["converted_GB"] > 3.3
-    _check(row, 0.0)
+    _check(row, 1e-5)  # the same weights and code; only the encoder's BLAS path may round differently (~2e-6)
 
 
 @pytest.mark.slow
 def test_real_size_escaip(tmp_path):
     (row,), _ = _bench().bench_escaip(tmp_path, threads=())
-    _check(row, 0.0)
+    _check(row, 1e-5)
 
 
 @pytest.mark.slow
