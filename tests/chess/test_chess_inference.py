@@ -138,3 +138,22 @@ def test_module_engine_passes_precision():
     assert engine.predictor.precision == "bf16"
     analysis = engine.analyse(chess.Board())
     assert len(analysis.moves) == 20 and np.exp(analysis.scores).sum() == pytest.approx(1.0)
+
+
+def test_cli_precision_flag_reaches_the_engine(tmp_path, capsys, monkeypatch):
+    """`--precision bf16` on the chess commands builds a bf16 engine (and fp32 stays the default)."""
+    from zoo.chess import engine as engine_module
+    from zoo.cli import main
+
+    built = []
+    original = engine_module.ChessEngine.__init__
+
+    def recording(self, *args, **kwargs):
+        built.append(kwargs.get("precision", "fp32"))
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(engine_module.ChessEngine, "__init__", recording)
+    for extra in ([], ["--precision", "bf16"]):
+        assert main(["chess", "board", "chess-small-av", "--out", str(tmp_path / "b.svg"), *extra]) == 0
+    assert built == ["fp32", "bf16"]
+    assert "best" in capsys.readouterr().out

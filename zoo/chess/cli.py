@@ -15,7 +15,8 @@ def _engine(args):
     if getattr(args, "threads", None):
         torch.set_num_threads(args.threads)
     model = zoo.load(args.name, device=args.device)
-    return model.engine(temperature=getattr(args, "temperature", None), batch_size=getattr(args, "batch_size", 2048))
+    return model.engine(temperature=getattr(args, "temperature", None), batch_size=getattr(args, "batch_size", 2048),
+                        precision=args.precision)
 
 
 def _print_json(obj, path: str | None = None) -> None:
@@ -81,7 +82,8 @@ def cmd_match(args) -> None:
 def cmd_uci(args) -> None:
     from zoo.chess.uci import run_uci
 
-    run_uci(args.name, device=args.device, temperature=args.temperature, threads=args.threads)
+    run_uci(args.name, device=args.device, temperature=args.temperature, threads=args.threads,
+            precision=args.precision)
 
 
 def cmd_play(args) -> None:
@@ -120,6 +122,8 @@ def _model_args(p, temperature: bool = True, threads: str = "torch CPU threads (
     p.add_argument("name", help="catalog name (e.g. chess-9m) or a zoo repo folder")
     p.add_argument("--device", default="cpu", help="torch device")
     p.add_argument("--threads", type=int, help=threads)
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="bf16: about 2x faster on CPU, 99%% the same moves as fp32 (benchmarks/bench_chess.py)")
     if temperature:
         p.add_argument("--temperature", type=float, help="sample moves with this temperature (default: greedy)")
 

@@ -376,7 +376,7 @@ def play_terminal(engine: ChessEngine, *, human: chess.Color = chess.WHITE, fen:
 
 
 def run_uci(name: str, *, device: str = "cpu", temperature: float | None = None, threads: int | None = None,
-            stdin: TextIO = sys.stdin, out: TextIO = sys.stdout) -> None:
+            precision: str = "fp32", stdin: TextIO = sys.stdin, out: TextIO = sys.stdout) -> None:
     """The UCI loop for ``name``; a catalog name is checked before ``uci`` is answered (without importing torch)."""
     if "/" not in name and not name.startswith((".", "~")) and not os.path.isdir(name):  # not hf://, not a path
         from zoo.registry import get_entry
@@ -386,7 +386,7 @@ def run_uci(name: str, *, device: str = "cpu", temperature: float | None = None,
     def load(model: str) -> ChessEngine:
         import zoo
 
-        return zoo.load(model, device=device).engine(temperature=temperature)
+        return zoo.load(model, device=device).engine(temperature=temperature, precision=precision)
 
     UCIProtocol(name, out, load=load, threads=threads).loop(stdin)
 
