@@ -19,6 +19,8 @@ from ase.optimize import BFGS
 
 import zoo
 from zoo.escaip.make_data import build_system
+from zoo.hub import where
+from zoo.registry import get_entry
 
 DEFAULT_MODEL = "escaip-tiny-emt"
 
@@ -30,7 +32,8 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=600.0)
     args = parser.parse_args()
 
-    print(f"embedded models: {', '.join(n for n in zoo.list_models() if zoo.info(n)['source'] == 'embedded')}")
+    local = [n for n in zoo.list_models() if where(get_entry(n)) == "embedded"]
+    print(f"models in the embedded mirror (the rest load from the Hub or their official files): {', '.join(local)}")
     t0 = time.perf_counter()
     model = zoo.load(args.model)
     n_params = sum(p.numel() for p in model.parameters())
