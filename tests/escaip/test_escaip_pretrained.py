@@ -72,6 +72,6 @@ def test_tiny_emt_energies_follow_emt_along_a_held_out_trajectory(monkeypatch, t
         frame.calc = calc
         model.append(frame.get_potential_energy())
     model = np.array(model)
-    # measured 2026-12-02: std ratio 0.91, correlation 0.85
+    # measured 2026-12-03 (the EMA weights): std ratio 0.84, correlation 0.88
     assert 0.5 < model.std() / emt.std() < 1.5
     assert np.corrcoef(emt, model)[0, 1] > 0.6
