@@ -343,11 +343,7 @@ def write_mistral_base(directory: str | os.PathLike, num_layers: int = 2, vocab:
     state = {k: _random(k, tuple(v.shape), dtype, gen) for k, v in model.state_dict().items()}
     model.load_state_dict(state, assign=True)
     model.to(dtype)
-    for module in model.modules():  # RoPE's inv_freq is a non-persistent buffer: rebuild it off the meta device
-        if hasattr(module, "inv_freq") and module.inv_freq.is_meta:
-            inv, _ = module.rope_init_fn(module.config, torch.device("cpu"))
-            module.register_buffer("inv_freq", inv, persistent=False)
-            module.original_inv_freq = inv
+    model.model.rotary_emb = type(model.model.rotary_emb)(config)  # RoPE's buffers are not saved: rebuild on CPU
     model.save_pretrained(directory)
     return Path(directory)
 
