@@ -7,6 +7,9 @@ _BASE = "https://storage.googleapis.com/searchless_chess/checkpoints"
 _PAPER = "https://arxiv.org/abs/2402.04494"
 _LICENSE = "CC-BY-4.0"  # the released weights; the official code is Apache-2.0
 PINS = read_pins(__package__)  # pins.json: the zoo repos' files (written by `zoo release`)
+# bytes of a release zip, measured on files in the official layout with the same shapes and dtypes
+# (benchmarks/bench_real_size.py); the released zips may differ a little (compression)
+_ZIP_BYTES = {"9M": 33_700_000, "136M": 506_000_000, "270M": 1_010_000_000}
 
 
 def _entry(name: str, zip_name: str, arch: dict, description: str, metrics: dict | None = None, recipe=None) -> ModelEntry:
@@ -26,6 +29,7 @@ def _entry(name: str, zip_name: str, arch: dict, description: str, metrics: dict
         metrics=metrics or {},
         recipe=recipe,
         defaults={"temperature": None},
+        download_size=_ZIP_BYTES.get(zip_name),
     )
 
 

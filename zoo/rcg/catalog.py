@@ -34,6 +34,11 @@ _SAMPLE_B = {"cfg": 1.0, "temperature": 6.0, "steps": 20, "rdm_steps": 250, "eta
 _SAMPLE_L = {"cfg": 6.0, "temperature": 11.0, "steps": 20, "rdm_steps": 250, "eta": 1.0}
 
 
+# bytes of the official MAGE + RDM pickles, measured on files in the official layout with the same keys, shapes and
+# dtypes (benchmarks/bench_real_size.py; no optimizer state)
+_DOWNLOAD_BYTES = {(_MAGE_L, _RDM_L): 4_960_000_000}
+
+
 def _display(arch: dict) -> dict:
     size = "L" if arch is _ARCH_L else "B"
     return {"encoder": f"MoCo v3 ViT-{size}", "rdm": "SimpleMLP", "mage": f"MAGE-{size}",
@@ -46,6 +51,7 @@ def _entry(name: str, files, arch, defaults, metrics, description) -> ModelEntry
         converter=CONVERTER, convert_args=arch, license=LICENSE, paper=PAPER, description=description, metrics=metrics,
         recipe="recipes/rcg/imagenet256_mage_l.yaml" if "mage-b" not in name else "recipes/rcg/imagenet256_mage_b.yaml",
         defaults=defaults,
+        download_size=_DOWNLOAD_BYTES.get(files),
     )
 
 
