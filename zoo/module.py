@@ -229,7 +229,11 @@ class ZooModule(L.LightningModule):
         model_type = ckpt.get("zoo_model_type")
         if model_type is None:
             raise ValueError(f"{path} was not written by a ZooModule (no 'zoo_model_type' in the checkpoint)")
-        module_class = resolve_module_class(model_type)
+        try:
+            module_class = resolve_module_class(model_type)
+        except KeyError as err:  # a checkpoint of a method this installation lacks
+            raise ConfigError(f"{path}: {err.args[0]}; install the package of the method that wrote it",
+                              path=Path(path)) from None
         if not issubclass(module_class, cls):
             raise TypeError(f"{path} holds a {module_class.__name__}, not a {cls.__name__}")
         with torch.device("meta"), _SkipInit():

@@ -226,3 +226,16 @@ def test_escaip_backbone_overrides_from_the_command_line_are_read_as_values():
     assert cfg.hidden_size == 64 and cfg.freequency_list == [2, 2, 2, 1, 1]
     with pytest.raises(ValueError, match="unknown EScAIP backbone options"):  # ConfigError is a ValueError
         EScAIPConfig.from_dict({"max_neighbors": 20})
+
+
+def test_checkpoint_of_an_unknown_method_is_one_error(tmp_path, capsys):
+    import torch
+
+    from zoo.cli import main
+
+    ckpt = tmp_path / "other.ckpt"
+    torch.save({"zoo_model_type": "not-installed", "state_dict": {}, "hyper_parameters": {}}, ckpt)
+    assert main(["publish", str(ckpt), str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"zoo: error: {ckpt}: no method registers model_type 'not-installed'") and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
