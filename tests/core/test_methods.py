@@ -69,3 +69,17 @@ def test_card_sources_are_valid_and_name_a_catalog_entry():
         card = load_card(path)
         assert card["name"] == path.stem and path.stem in CATALOG, path
         assert CATALOG[path.stem].method == path.parent.parent.name, path
+
+
+def test_pin_repo_script_writes_the_pins_the_catalog_holds(tmp_path):
+    """scripts/pin_repo.py, the first pinning step for a new entry, writes exactly what pins.json holds."""
+    import json
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    out = tmp_path / "pins.json"
+    subprocess.run([sys.executable, str(repo / "scripts" / "pin_repo.py"), str(repo / "hub" / "escaip-tiny-emt"),
+                    "--into", str(out)], check=True, capture_output=True)
+    shipped = json.loads((repo / "zoo" / "escaip" / "pins.json").read_text())["escaip-tiny-emt"]
+    assert json.loads(out.read_text()) == {"escaip-tiny-emt": shipped}
