@@ -598,13 +598,13 @@ def _recorded_pin(entry: ModelEntry, spec: FileSpec) -> FileSpec:
 
 def _upstream_pin(entry: ModelEntry, spec: FileSpec, path: Path) -> FileSpec:
     """Upstream files whose hash was never measured are pinned on first download (trust on first use)."""
-    if spec.sha256:
-        return spec
+    pinned = _recorded_pin(entry, spec)
+    if pinned.sha256:
+        return pinned
     pin_file = zoo_home() / "pins" / f"{entry.name}.json"
     pins = json.loads(pin_file.read_text()) if pin_file.exists() else {}
-    if spec.path not in pins:
-        pins[spec.path] = {"sha256": sha256_file(path), "size": path.stat().st_size}
-        write_json_atomic(pin_file, pins)
+    pins[spec.path] = {"sha256": sha256_file(path), "size": path.stat().st_size}
+    write_json_atomic(pin_file, pins)
     return replace(spec, **pins[spec.path])
 
 

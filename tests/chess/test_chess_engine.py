@@ -2,23 +2,11 @@ import chess
 import numpy as np
 import pytest
 import torch
-from chess_testdata import load_json
+from chess_testdata import engine_positions as _boards
 
 from zoo.chess.engine import board_svg, legal_moves, parse_move
 from zoo.chess.model import CONFIGS
 from zoo.chess.module import ChessTransformerModule
-
-
-def _boards():
-    data = load_json("engine_av_tiny.json")
-    boards = []
-    for pos in data["positions"]:
-        board = chess.Board(pos["start_fen"])
-        for move in pos["moves"]:
-            board.push_uci(move)
-        assert board.fen() == pos["fen"]
-        boards.append(board)
-    return data["positions"], boards
 
 
 def test_action_value_engine_matches_official(tiny_av):

@@ -5,7 +5,7 @@ import chess
 import numpy as np
 import pytest
 import torch
-from chess_testdata import load_json
+from chess_testdata import engine_positions
 
 from zoo.chess.model import CONFIGS, CPU_CHUNK_ROWS, ChessTransformer, ChessTransformerConfig, LastPositionPredictor
 from zoo.chess.module import ChessTransformerModule
@@ -114,14 +114,8 @@ def test_bf16_engine_chooses_the_fp32_moves_of_a_trained_model(monkeypatch):
 
 
 def test_engine_precision_and_official_engine_fixture(tiny_av):
-    data = load_json("engine_av_tiny.json")
-    boards = []
-    for pos in data["positions"]:
-        board = chess.Board(pos["start_fen"])
-        for move in pos["moves"]:
-            board.push_uci(move)
-        boards.append(board)
-    for pos, analysis in zip(data["positions"], tiny_av.engine(precision="fp32").analyse_many(boards)):
+    positions, boards = engine_positions()
+    for pos, analysis in zip(positions, tiny_av.engine(precision="fp32").analyse_many(boards)):
         assert np.abs(analysis.win_probs - pos["win_probs"]).max() < 1e-6, pos["id"]
     with pytest.raises(ValueError, match="precision"):
         tiny_av.engine(precision="int4")
