@@ -23,6 +23,7 @@ import hashlib
 import html.parser
 import http.client
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -255,7 +256,13 @@ def _hub_error(err: BaseException, repo_id: str, revision: str | None, path: str
 @contextlib.contextmanager
 def hub_errors(repo_id: str, revision: str | None = None, path: str | None = None, *,
                upload: bool = False) -> Iterator[None]:
-    """Turn any ``huggingface_hub`` failure inside the block into one zoo error (``HubError``/``OfflineError``)."""
+    """Turn any ``huggingface_hub`` failure inside the block into one zoo error (``HubError``/``OfflineError``).
+
+    The client's own retry warnings ("Retrying in 2s") are held back meanwhile: when the retries fail, the zoo
+    error says what happened in one line."""
+    client_log = logging.getLogger("huggingface_hub")
+    level = client_log.level
+    client_log.setLevel(logging.ERROR)
     try:
         yield
     except Exception as err:  # noqa: BLE001  (translated or re-raised as is)
@@ -263,6 +270,8 @@ def hub_errors(repo_id: str, revision: str | None = None, path: str | None = Non
         if translated is None:
             raise
         raise translated from None
+    finally:
+        client_log.setLevel(level)
 
 
 # ----------------------------------------------------------------------------- Hub repos
