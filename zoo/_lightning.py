@@ -13,12 +13,22 @@ imports. They stay absent *to those probes* for the rest of the process: torchme
 LPIPS, detection IoUs, ``.plot()`` and Lightning's learning-rate-finder plot report their package as missing.
 The packages themselves import normally afterwards. Nothing is hidden when Lightning or torchmetrics is already
 imported (import either before the zoo to keep every torchmetrics metric) or when ``ZOO_LEAN_IMPORT=0``.
+
+Lightning also imports ``torch._dynamo`` (~2.5 s of ``torch.compile`` machinery: sympy, triton, FSDP) for two
+``@torch.compiler.disable`` decorators and ``isinstance(x, OptimizedModule)`` checks. Until something imports
+``torch._dynamo`` nothing can be compiled, so both are deferred: during the import Lightning sees a stand-in
+(:class:`_DynamoStandIn`), and the first real ``import torch._dynamo`` (``torch.compile`` does it) applies the
+real decorators and classes, leaving Lightning exactly as it would have been (see :func:`_defer_dynamo`).
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.machinery
 import os
 import sys
+import types
+from collections.abc import Callable
 
 __all__ = ["DEFERRED", "L", "hidden_during_import"]
 
@@ -39,6 +49,7 @@ def _import_lightning():
         import lightning
 
         return lightning
+    dynamo = _DynamoStandIn() if "torch._dynamo" not in sys.modules else None
 
     from lightning_utilities.core.imports import RequirementCache, package_available
     from packaging.requirements import Requirement
@@ -61,6 +72,8 @@ def _import_lightning():
     # thread importing one of these packages during these seconds would fail.
     for name in hidden:
         sys.modules[name] = None
+    if dynamo:
+        sys.modules["torch._dynamo"] = dynamo
     RequirementCache.__bool__ = absent_if_hidden
     try:
         import lightning
@@ -68,9 +81,125 @@ def _import_lightning():
         RequirementCache.__bool__ = probe
         for name in hidden:
             sys.modules.pop(name, None)
+        if dynamo and sys.modules.get("torch._dynamo") is dynamo:
+            del sys.modules["torch._dynamo"]
         package_available.cache_clear()  # its answers for the hidden names were cached during the import
     hidden_during_import = hidden
+    if dynamo:
+        _defer_dynamo(dynamo)
     return lightning
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# torch._dynamo, deferred until something imports it
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _real_dynamo() -> types.ModuleType | None:
+    module = sys.modules.get("torch._dynamo")
+    return None if module is None or isinstance(module, _DynamoStandIn) else module
+
+
+class _OptimizedModuleCheck(type):
+    # No object is an OptimizedModule before torch._dynamo is imported (torch.compile imports it).
+    def __instancecheck__(cls, obj) -> bool:
+        real = _real_dynamo()
+        return real is not None and isinstance(obj, real.OptimizedModule)
+
+    def __subclasscheck__(cls, subclass) -> bool:
+        real = _real_dynamo()
+        return real is not None and issubclass(subclass, real.OptimizedModule)
+
+
+class _DeferredOptimizedModule(metaclass=_OptimizedModuleCheck):
+    """Stands for ``torch._dynamo.OptimizedModule`` in Lightning until torch._dynamo is imported."""
+
+
+class _DynamoStandIn(types.ModuleType):
+    """``torch._dynamo`` as Lightning's import sees it: records ``disable`` decorations, answers type checks.
+
+    Any other attribute imports the real module on the spot (correct, only slower).
+    """
+
+    OptimizedModule = _DeferredOptimizedModule
+
+    def __init__(self):
+        super().__init__("torch._dynamo")
+        self.disabled: list[tuple[Callable, Callable, tuple, dict]] = []  # (stand-in, function, args, kwargs)
+
+    def disable(self, fn=None, *args, **kwargs):
+        if fn is None:
+            return lambda function: self.disable(function, *args, **kwargs)
+        disabled = None
+
+        @functools.wraps(fn)
+        def deferred_disable(*call_args, **call_kwargs):
+            # Replaced by the real decoration once torch._dynamo is imported (see _defer_dynamo); where it cannot
+            # be replaced, it applies the real decoration itself, so the function is never traced.
+            nonlocal disabled
+            real = _real_dynamo()
+            if real is None:
+                return fn(*call_args, **call_kwargs)
+            disabled = disabled or real.disable(fn, *args, **kwargs)
+            return disabled(*call_args, **call_kwargs)
+
+        self.disabled.append((deferred_disable, fn, args, kwargs))
+        return deferred_disable
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if sys.modules.get("torch._dynamo") is self:
+            del sys.modules["torch._dynamo"]
+        import torch._dynamo
+
+        return getattr(torch._dynamo, name)
+
+
+def _defer_dynamo(stand_in: _DynamoStandIn) -> None:
+    """Swap in what Lightning got from the stand-in once the real torch._dynamo exists: now, or at its import."""
+
+    def undefer(real: types.ModuleType) -> None:
+        for deferred, fn, args, kwargs in stand_in.disabled:  # a decorated method or function: find its owner
+            owner, *path = [sys.modules.get(fn.__module__), *fn.__qualname__.split(".")]
+            for part in path[:-1]:
+                owner = getattr(owner, part, None)
+            if owner is not None and getattr(owner, path[-1], None) is deferred:
+                setattr(owner, path[-1], real.disable(fn, *args, **kwargs))
+        for module in list(sys.modules.values()):
+            namespace = getattr(module, "__dict__", {})
+            for name, value in list(namespace.items()):
+                if value is _DeferredOptimizedModule:
+                    namespace[name] = real.OptimizedModule
+
+    real = _real_dynamo()
+    if real is not None:
+        undefer(real)
+    else:
+        sys.meta_path.insert(0, _DynamoImportHook(undefer))
+
+
+class _DynamoImportHook:
+    """A meta-path finder that runs ``undefer`` right after the real torch._dynamo has executed, then retires."""
+
+    def __init__(self, undefer):
+        self.undefer = undefer
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != "torch._dynamo":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_then_undefer(module):
+            exec_module(module)
+            self.undefer(module)
+
+        spec.loader.exec_module = exec_then_undefer
+        return spec
 
 
 L = _import_lightning()

@@ -21,8 +21,8 @@ print(json.dumps({
 """
 
 
-def _run(code: str, **env) -> dict:
-    out = subprocess.run([sys.executable, "-c", code + _REPORT], capture_output=True, text=True,
+def _run(code: str, report: str = _REPORT, **env) -> dict:
+    out = subprocess.run([sys.executable, "-c", code + report], capture_output=True, text=True,
                          env={**os.environ, **env})
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.splitlines()[-1])
@@ -45,3 +45,60 @@ def test_nothing_is_hidden_when_lightning_came_first_or_lean_import_is_off():
     for code, env in (("import lightning\nimport zoo.module\n", {}), ("import zoo.module\n", {"ZOO_LEAN_IMPORT": "0"})):
         report = _run(code, **env)
         assert report["hidden"] == [] and report["torchmetrics_sees_transformers"], (code, env)
+
+
+_DYNAMO = """
+import json, sys, torch
+import lightning.fabric.wrappers as wrappers, lightning.pytorch.utilities.compile as compile_utils
+from lightning.pytorch.trainer.connectors.logger_connector import result
+
+def disabled():  # Lightning's functions that torch.compile must not trace
+    return sorted(f"{cls.__name__}.{name}" for cls in vars(result).values() if isinstance(cls, type)
+                  for name, value in vars(cls).items() if getattr(value, "_torchdynamo_disable", False))
+
+before = {"dynamo_imported": "torch._dynamo" in sys.modules,
+          "compiled_check": isinstance(torch.nn.Linear(1, 1), wrappers.OptimizedModule)}
+compiled = torch.compile(torch.nn.Linear(2, 2), backend="eager")
+print(json.dumps({**before, "disabled": disabled(),
+    "optimized_module_is_real": wrappers.OptimizedModule is compile_utils.OptimizedModule
+                                is sys.modules["torch._dynamo"].OptimizedModule,
+    "compiled_check": isinstance(compiled, wrappers.OptimizedModule),
+    "torch_attr": torch._dynamo is sys.modules["torch._dynamo"]}))
+"""
+
+
+def test_torch_dynamo_waits_for_the_first_compile_and_leaves_lightning_as_upstream_after_it():
+    lean = _run("import zoo\nzoo.load('chess-small-av')\n", _DYNAMO)
+    assert lean["dynamo_imported"] is False and lean["compiled_check"] is True
+    assert lean["optimized_module_is_real"] and lean["torch_attr"]
+    upstream = _run("import zoo.module\n", _DYNAMO, ZOO_LEAN_IMPORT="0")
+    assert upstream["dynamo_imported"] is True
+    # after the first compile, the same Lightning functions are dynamo-disabled as with a plain `import lightning`
+    assert lean["disabled"] == upstream["disabled"] and upstream["disabled"]
+
+
+def test_a_compiled_module_trains_after_a_lean_import(tmp_path):
+    code = f"""
+import torch, zoo.module
+from zoo._lightning import L
+
+class Tiny(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 1)
+    def training_step(self, batch, batch_idx):
+        loss = self.layer(batch).pow(2).mean()
+        self.log("loss", loss)
+        return loss
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+model = Tiny()
+compiled = torch.compile(model, backend="eager")
+trainer = L.Trainer(max_steps=3, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                    enable_model_summary=False, default_root_dir={str(tmp_path)!r})
+trainer.fit(compiled, torch.utils.data.DataLoader(torch.randn(12, 4), batch_size=4))
+assert trainer.global_step == 3 and trainer.lightning_module is model
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
