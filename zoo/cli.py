@@ -10,6 +10,7 @@ import sys
 from typing import Sequence
 
 from zoo import registry
+from zoo._cli import ArgumentParser, add_model_argument, load_model, print_json
 from zoo.errors import ZooError
 
 
@@ -70,7 +71,7 @@ def cmd_list(args) -> None:
 def cmd_info(args) -> None:
     info = registry.info(args.name)
     if args.json:
-        print(json.dumps(info, indent=2))
+        print_json(info)
         return
     from zoo.hub import where
 
@@ -104,38 +105,31 @@ def cmd_download(args) -> None:
 
 
 def cmd_load(args) -> None:
-    from zoo.loading import load
-
-    model = load(args.name, revision=args.revision, device=args.device, dtype=args.dtype)
+    model = load_model(args)
     n = sum(p.numel() for p in model.parameters())
     print(f"{type(model).__name__} ({model.model_type}), {n:,} parameters, "
           f"dtype {next(model.parameters()).dtype}, device {next(model.parameters()).device}")
 
 
 def cmd_publish(args) -> None:
-    from zoo.publishing import publish
+    from zoo.loading import load, parse_dtype
+    from zoo.publishing import module_from_checkpoint, publish
 
     card = None
     if args.card:
         from zoo.card import load_card
 
         card = load_card(args.card)  # checked before the model loads, so a bad card leaves nothing behind
-    src = args.source
-    if src.endswith(".ckpt"):
-        from zoo.publishing import module_from_checkpoint
-
-        src = module_from_checkpoint(src)
-    else:
-        from zoo.loading import load
-
-        src = load(src)
-    if args.dtype:
-        from zoo.loading import parse_dtype
-
-        try:
-            src = src.to(parse_dtype(args.dtype))
-        except ValueError:
-            raise SystemExit(f"--dtype {args.dtype!r} is not a floating torch dtype; use e.g. bfloat16 or float16") from None
+    try:
+        dtype = parse_dtype(args.dtype)
+    except ValueError:
+        raise SystemExit(f"--dtype {args.dtype!r} is not a floating torch dtype; use e.g. bfloat16 or float16") from None
+    src = module_from_checkpoint(args.source) if args.source.endswith(".ckpt") else load(args.source)
+    if dtype is not None and hasattr(src, "store_carried_as"):
+        # a delta keeps its packed signs and fp32 scales: only its carried full-precision tensors take the dtype
+        src.store_carried_as(dtype)
+    elif dtype is not None:
+        src = src.to(dtype)
     result = publish(src, args.repo, card=card, endpoint=args.endpoint, token=args.token, private=args.private,
                      max_shard_bytes=int(args.max_shard_mb * 1024**2))
     print(f"repo   {result['repo']}")
@@ -181,7 +175,7 @@ def cmd_release(args) -> None:
     if args.dry_run:
         rows = plan(args.names or None)
         if args.json:
-            print(json.dumps(rows, indent=2))
+            print_json(rows)
             return
         for row in rows:
             print(f"{row['name']}  ->  hf://{row['hub_repo']}@{row['revision'] or 'main'}")
@@ -198,20 +192,9 @@ def cmd_release(args) -> None:
 
 
 # ----------------------------------------------------------------------------- parser
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows an option's default in its help, unless there is none (None, a store_true flag) or the help says it."""
-
-    def _get_help_string(self, action):
-        if action.default is None or action.default is False or "default" in (action.help or ""):
-            return action.help
-        return super()._get_help_string(action)
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """The zoo's parsers; subcommand parsers, the methods' included, take their parent's class and so this help."""
-
-    def __init__(self, *args, formatter_class=HelpFormatter, **kwargs):
-        super().__init__(*args, formatter_class=formatter_class, **kwargs)
+def _add_hub_options(p) -> None:
+    p.add_argument("--endpoint", help="Hub endpoint (default: $ZOO_HF_ENDPOINT or huggingface.co)")
+    p.add_argument("--token", help="Hub token (default: huggingface_hub's login)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -236,23 +219,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_download)
 
     p = commands.add_parser("load", help="load a model and print a summary")
-    p.add_argument("name", help="catalog name, hf://owner/repo or a local repo folder")
-    p.add_argument("--revision", help="Hub branch, tag or commit (default: the catalog's pinned commit, or main)")
-    p.add_argument("--device", default="cpu", help="torch device")
-    p.add_argument("--dtype", help="cast floating weights, e.g. float64 or bfloat16 (default: as stored)")
+    add_model_argument(p, revision=True)
     p.set_defaults(func=cmd_load)
 
     p = commands.add_parser("publish", help="write a model as a Hub repo into a folder, or upload it (hf://owner/name)")
-    p.add_argument("source", help="catalog name, local repo folder, or a Lightning .ckpt of a zoo module")
+    p.add_argument("source", help="catalog name, local repo folder, or a Lightning .ckpt of a zoo module (a BitDelta "
+                   "one publishes as its delta)")
     p.add_argument("repo", help="a folder (e.g. hub/my-model) or hf://owner/name")
     from zoo.card import CARD_SUMMARY
 
     p.add_argument("--card", help=f"model card file: {CARD_SUMMARY}")
-    p.add_argument("--endpoint", help="Hub endpoint (default: $ZOO_HF_ENDPOINT or huggingface.co)")
-    p.add_argument("--token", help="Hub token (default: huggingface_hub's login)")
+    _add_hub_options(p)
     p.add_argument("--private", action="store_true", help="create the Hub repo private")
     p.add_argument("--max-shard-mb", type=float, default=2048, help="shard model.safetensors above this size")
-    p.add_argument("--dtype", help="cast floating weights first, e.g. bfloat16 to halve a small model's download")
+    p.add_argument("--dtype", help="cast floating weights first, e.g. bfloat16 to halve a small model's download "
+                   "(a BitDelta: its carried full-precision tensors; they still run in the base's dtype)")
     p.set_defaults(func=cmd_publish)
 
     p = commands.add_parser("train", help="run a recipe (LightningCLI YAML) from scratch")
@@ -276,8 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("names", nargs="*", help="catalog names (default: every entry)")
     p.add_argument("--dry-run", action="store_true", help="list each entry's Hub home, pins and action; change nothing")
     p.add_argument("--json", action="store_true", help="with --dry-run: print the plan as JSON")
-    p.add_argument("--endpoint", help="Hub endpoint (default: $ZOO_HF_ENDPOINT or huggingface.co)")
-    p.add_argument("--token", help="Hub token (default: huggingface_hub's login)")
+    _add_hub_options(p)
     p.add_argument("--pins-out", help="write the pins to this JSON file instead of each method's pins.json")
     p.add_argument("--message", help="commit message (default: 'zoo release of NAME')")
     p.set_defaults(func=cmd_release)

@@ -73,7 +73,7 @@ def test_cli_compress_eval_publish_convert(tmp_path, text_file, capsys):
     assert main(["bitdelta", "eval", str(out), "--text", str(text_file), "--finetune", FINETUNE, "--max-length", "32"]) == 0
     assert "base" in capsys.readouterr().out
 
-    assert main(["bitdelta", "publish", str(out), str(tmp_path / "published")]) == 0
+    assert main(["publish", str(out), str(tmp_path / "published")]) == 0
     assert "model.safetensors" in capsys.readouterr().out
     card = (tmp_path / "published" / "README.md").read_text()
     assert "bitdelta" in card and BASE in card

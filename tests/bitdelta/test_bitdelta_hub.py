@@ -85,7 +85,7 @@ def test_carried_tensors_published_in_bf16_run_in_the_bases_dtype(repo, tmp_path
     from zoo.bitdelta.model import apply_deltas_
     from zoo.cli import main
 
-    assert main(["bitdelta", "publish", str(repo), str(tmp_path / "small"), "--carried-dtype", "bfloat16"]) == 0
+    assert main(["publish", str(repo), str(tmp_path / "small"), "--dtype", "bfloat16"]) == 0
     with safe_open(str(tmp_path / "small" / "model.safetensors"), framework="pt") as f:
         assert json.loads(f.metadata()["dtypes"])["params"] == ["bfloat16"]
         assert all(f.get_tensor(k).dtype == torch.bfloat16 for k in delta_a.params)

@@ -1,9 +1,11 @@
-"""``zoo bitdelta compress | distill | eval | publish`` and ``zoo convert bitdelta``."""
+"""``zoo bitdelta compress | distill | eval | demo | make-data`` and ``zoo convert bitdelta``; ``zoo publish`` writes a
+delta repo (``--dtype``: its carried tensors)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from zoo._cli import print_json
 
 __all__ = ["register_cli"]
 
@@ -90,7 +92,7 @@ def cmd_eval(args) -> None:
             results["recovered"] = recovered_fraction(results["base"]["nll"], results["finetune"]["nll"],
                                                       results["bitdelta"]["nll"])
     if args.json:
-        print(json.dumps(results, indent=2))
+        print_json(results)
         return
     print(f"{'model':10s} {'ppl':>10s} {'nll':>8s} {'tokens':>8s}")
     for name in ("base", "finetune", "bitdelta"):
@@ -103,28 +105,6 @@ def cmd_eval(args) -> None:
               f"KL {a['kl']:.3e} nats/token, top-1 {a['top1']:.4f}")
     if "recovered" in results:
         print(f"the delta keeps {100 * results['recovered']:.1f}% of the fine-tune's loss improvement over the base")
-
-
-def cmd_publish(args) -> None:
-    from zoo.loading import load
-    from zoo.publishing import publish
-
-    card = None
-    if args.card:
-        from omegaconf import OmegaConf
-
-        card = OmegaConf.to_container(OmegaConf.load(args.card), resolve=True)
-    model = load(args.delta, merged=False, **({"base": args.base} if args.base else {}))
-    if args.carried_dtype:
-        from zoo.loading import parse_dtype
-
-        model.store_carried_as(parse_dtype(args.carried_dtype))
-    result = publish(model, args.repo, card=card, token=args.token, private=args.private)
-    print(f"repo   {result['repo']}  (base: {model.hparams.base})")
-    if result["commit"]:
-        print(f"commit {result['commit']}")
-    for name, f in result["files"].items():
-        print(f"{name:24s} {f['sha256']}  {f['size']} bytes")
 
 
 def cmd_convert(args) -> None:
@@ -175,7 +155,7 @@ def _add_selection(p) -> None:
 
 
 def register_cli(commands, convert) -> None:
-    parser = commands.add_parser("bitdelta", help="BitDelta: compress, distil, evaluate and publish 1-bit fine-tune deltas")
+    parser = commands.add_parser("bitdelta", help="BitDelta: compress, distil, evaluate and serve 1-bit fine-tune deltas")
     sub = parser.add_subparsers(dest="bitdelta_command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("compress", help="compress a fine-tune against its base into a delta repo folder")
@@ -215,17 +195,6 @@ def register_cli(commands, convert) -> None:
     p.add_argument("--unmerged", action="store_true", help="evaluate the packed-bit forward")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_eval)
-
-    p = sub.add_parser("publish", help="write a delta repo with its model card into a folder or to hf://owner/name")
-    p.add_argument("delta", help="delta repo: zoo name or folder")
-    p.add_argument("repo", help="a folder (e.g. hub/<name>) or hf://owner/name")
-    p.add_argument("--base", help="load this base instead of the one the delta names")
-    p.add_argument("--card", help="YAML/JSON with model card fields (description, metrics, ...)")
-    p.add_argument("--carried-dtype", help="store the carried full-precision tensors (embeddings, norms, head) in "
-                   "this dtype, e.g. bfloat16 to halve them; they run in the base's dtype")
-    p.add_argument("--token", help="Hub token (default: huggingface_hub's login)")
-    p.add_argument("--private", action="store_true", help="create the Hub repo private")
-    p.set_defaults(func=cmd_publish)
 
     p = sub.add_parser("demo", help="serve several deltas (and the base) in one multi-tenant batch; print each text")
     p.add_argument("deltas", nargs="+", help="delta repos sharing one base: zoo names or folders")

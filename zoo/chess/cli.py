@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+from zoo._cli import add_dataclass_arguments, add_model_argument, from_args, load_model, print_json
 
 __all__ = ["register_cli"]
 
@@ -10,22 +10,11 @@ __all__ = ["register_cli"]
 def _engine(args):
     import torch
 
-    import zoo
-
     if getattr(args, "threads", None):
         torch.set_num_threads(args.threads)
-    model = zoo.load(args.name, device=args.device)
+    model = load_model(args)
     return model.engine(temperature=getattr(args, "temperature", None), batch_size=getattr(args, "batch_size", 2048),
                         precision=args.precision)
-
-
-def _print_json(obj, path: str | None = None) -> None:
-    text = json.dumps(obj, indent=2)
-    if path:
-        from zoo._io import write_text_atomic
-
-        write_text_atomic(path, text + "\n")
-    print(text)
 
 
 # ----------------------------------------------------------------------------- commands
@@ -34,20 +23,15 @@ def _print_json(obj, path: str | None = None) -> None:
 def cmd_make_data(args) -> None:
     from zoo.chess.make_data import DataConfig, default_book, make_data
 
-    cfg = DataConfig(
-        num_games=args.games, depth=args.depth, selfplay_depth=args.selfplay_depth, random_move_prob=args.random_move_prob,
-        max_book_plies=args.max_book_plies, max_plies=args.max_plies, test_fraction=args.test_fraction, seed=args.seed,
-        book=None if args.book == "none" else (args.book or default_book()), stockfish=args.stockfish, hash_mb=args.hash_mb,
-    )
-    info = make_data(args.out, cfg, workers=args.workers)
-    print(json.dumps(info["counts"], indent=2))
+    cfg = from_args(DataConfig, args, book=None if args.book == "none" else (args.book or default_book()))
+    print_json(make_data(args.out, cfg, workers=args.workers)["counts"])
 
 
 def cmd_eval(args) -> None:
     from zoo.chess.evaluate import static_metrics
 
     averages, per_fen = static_metrics(_engine(args), args.test_bag, max_fens=args.max_fens, progress=True)
-    _print_json({"averages": averages, "per_fen": per_fen} if args.per_fen else averages, args.json)
+    print_json({"averages": averages, "per_fen": per_fen} if args.per_fen else averages, args.json)
 
 
 def cmd_puzzles(args) -> None:
@@ -58,7 +42,7 @@ def cmd_puzzles(args) -> None:
     for path in args.files:
         result = puzzle_accuracy(engine, path, limit=args.limit, progress=True)
         report[path] = result if args.per_puzzle else {k: v for k, v in result.items() if k != "puzzles"}
-    _print_json(report, args.json)
+    print_json(report, args.json)
 
 
 def cmd_match(args) -> None:
@@ -76,7 +60,7 @@ def cmd_match(args) -> None:
         max_plies=args.max_plies, adjudication_time=adjudication,
         seed=args.seed, pgn_path=args.pgn, name=args.name, progress=True,
     )
-    _print_json({**result.summary(), "adjudication_time": adjudication, "max_plies": args.max_plies}, args.json)
+    print_json({**result.summary(), "adjudication_time": adjudication, "max_plies": args.max_plies}, args.json)
 
 
 def cmd_uci(args) -> None:
@@ -118,9 +102,16 @@ def cmd_convert(args) -> None:
 # ----------------------------------------------------------------------------- parsers
 
 
+def _make_data_arguments(p) -> None:
+    from zoo.chess.make_data import DataConfig  # python-chess: imported only when make-data runs
+
+    p.add_argument("out", help="output folder (train/ and test/ bags; games/ holds resumable per-game results)")
+    add_dataclass_arguments(p, DataConfig, flags={"num_games": "--games"})
+    p.add_argument("--workers", type=int, help="processes (default: all cores)")
+
+
 def _model_args(p, temperature: bool = True, threads: str = "torch CPU threads (default: torch's)") -> None:
-    p.add_argument("name", help="catalog name (e.g. chess-9m) or a zoo repo folder")
-    p.add_argument("--device", default="cpu", help="torch device")
+    add_model_argument(p, "catalog name (e.g. chess-9m) or a zoo repo folder", dtype=None)
     p.add_argument("--threads", type=int, help=threads)
     p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
                    help="bf16: about 2x faster on CPU, 99%% the same moves as fp32 (benchmarks/bench_chess.py)")
@@ -132,20 +123,8 @@ def register_cli(commands, convert) -> None:
     chess_cmd = commands.add_parser("chess", help="ChessBench transformer: data, evaluation, UCI engine, play")
     sub = chess_cmd.add_subparsers(dest="chess_command", metavar="SUBCOMMAND", required=True)
 
-    p = sub.add_parser("make-data", help="build a mini-ChessBench with Stockfish (resumable)")
-    p.add_argument("out", help="output folder (train/ and test/ bags; games/ holds resumable per-game results)")
-    p.add_argument("--games", type=int, default=100, help="games to play and annotate")
-    p.add_argument("--depth", type=int, default=8, help="Stockfish depth of the annotations")
-    p.add_argument("--selfplay-depth", type=int, default=4, help="Stockfish depth of the moves that continue a game")
-    p.add_argument("--random-move-prob", type=float, default=0.2, help="chance that a self-play move is random")
-    p.add_argument("--max-book-plies", type=int, default=12, help="each game follows the book for 0..this many plies")
-    p.add_argument("--max-plies", type=int, default=160, help="a game stops after this many plies")
-    p.add_argument("--test-fraction", type=float, default=0.1, help="share of the games in the test split")
-    p.add_argument("--seed", type=int, default=0, help="random seed")
-    p.add_argument("--book", help="polyglot book (default: Debian gnuchess-book; 'none' for none)")
-    p.add_argument("--stockfish", default="/usr/games/stockfish", help="Stockfish binary")
-    p.add_argument("--hash-mb", type=int, default=16, help="Stockfish hash table per worker, MiB")
-    p.add_argument("--workers", type=int, help="processes (default: all cores)")
+    p = sub.add_parser("make-data", help="build a mini-ChessBench with Stockfish (resumable)",
+                       arguments=_make_data_arguments)
     p.set_defaults(func=cmd_make_data)
 
     p = sub.add_parser("eval", help="official static metrics on an action-value test bag")

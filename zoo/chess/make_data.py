@@ -24,6 +24,7 @@ import chess
 import chess.engine
 import chess.polyglot
 
+from zoo._cli import option
 from zoo._io import write_json_atomic
 from zoo.chess.bag import BagWriter, encode_record
 from zoo.chess.tokenizer import mate_win_probability, win_probability
@@ -49,17 +50,19 @@ def score_to_win_prob(score: chess.engine.PovScore, turn: chess.Color) -> float:
 
 @dataclass
 class DataConfig:
-    num_games: int = 100
-    depth: int = 8  # search depth of the annotations
-    selfplay_depth: int = 4  # search depth of the moves that continue a game
-    random_move_prob: float = 0.2
-    max_book_plies: int = 12  # each game follows the book for a random 0..max plies
-    max_plies: int = 160
-    test_fraction: float = 0.1
-    seed: int = 0
-    book: str | None = None
-    stockfish: str = DEFAULT_STOCKFISH
-    hash_mb: int = 16
+    """What ``make_data`` builds; each field is also a ``zoo chess make-data`` option, with this help."""
+
+    num_games: int = option(100, "games to play and annotate")
+    depth: int = option(8, "Stockfish depth of the annotations")
+    selfplay_depth: int = option(4, "Stockfish depth of the moves that continue a game")
+    random_move_prob: float = option(0.2, "chance that a self-play move is random")
+    max_book_plies: int = option(12, "each game follows the book for 0..this many plies")
+    max_plies: int = option(160, "a game stops after this many plies")
+    test_fraction: float = option(0.1, "share of the games in the test split")
+    seed: int = option(0, "random seed")
+    book: str | None = option(None, "polyglot book (default: Debian gnuchess-book; 'none' for none)")
+    stockfish: str = option(DEFAULT_STOCKFISH, "Stockfish binary")
+    hash_mb: int = option(16, "Stockfish hash table per worker, MiB")
 
     def __post_init__(self) -> None:
         if self.num_games < 1 or self.depth < 1 or self.selfplay_depth < 1:

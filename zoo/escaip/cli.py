@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from zoo._cli import add_model_argument, load_model
+
 
 def register_cli(commands, convert) -> None:
     p = commands.add_parser("escaip", help="EScAIP interatomic potentials: data generation, symmetry report")
@@ -22,12 +24,11 @@ def register_cli(commands, convert) -> None:
     d.set_defaults(func=_make_data)
 
     s = sub.add_parser("symmetry", help="energy invariance / force equivariance errors under rotations, translations")
-    s.add_argument("name", help="catalog name or zoo repo folder")
+    add_model_argument(s, "catalog name or zoo repo folder", device=False, dtype="e.g. float64 (default: as stored)")
     s.add_argument("--rotations", type=int, default=32, help="random rotations per kind (random, x, y, z)")
     s.add_argument("--translations", type=int, default=8, help="random translations")
     s.add_argument("--structures", help="extxyz / ASE db of structures to test (default: molecules and a slab)")
     s.add_argument("--seed", type=int, default=0, help="random seed of the rotations and translations")
-    s.add_argument("--dtype", help="e.g. float64 (default: as stored)")
     s.add_argument("--json", help="also write the report to this JSON file")
     s.set_defaults(func=_symmetry)
 
@@ -64,9 +65,8 @@ def _make_data(args) -> None:
 
 def _symmetry(args) -> None:
     from zoo.escaip.symmetry import format_report, symmetry_report
-    from zoo.loading import load
 
-    model = load(args.name, dtype=args.dtype)
+    model = load_model(args)
     structures = None
     if args.structures:
         import ase.io

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from zoo._cli import add_model_argument, load_model, print_json
+
+_DTYPE = "float32 (default), bfloat16 or float16"
+
 
 def _load(args):
-    import zoo
-
-    model = zoo.load(args.name, device=args.device, dtype=args.dtype)
+    model = load_model(args)
     if not hasattr(model, "sample"):
         raise ValueError(f"{args.name} is a {type(model).__name__}; `zoo rcg` needs an RCG pipeline (rcg-pipeline)")
     return model
@@ -115,12 +117,7 @@ def cmd_eval(args) -> None:
                           ref_images=args.ref_images, save_ref_stats=args.save_ref_stats,
                           inception_score=args.inception_score, cache_dir=args.cache_dir, **_sampling_kwargs(args))
     result["model"] = args.name
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        from zoo._io import write_text_atomic
-
-        write_text_atomic(args.out, text + "\n")
+    print_json(result, args.out)
 
 
 def _require_one_image_source(args) -> None:
@@ -132,11 +129,10 @@ def cmd_tokenizer_fid(args) -> None:
     import numpy as np
     import torch
 
-    import zoo
     from zoo.rcg.eval import evaluate_tokenizer_fid, iter_image_folder
 
     _require_one_image_source(args)
-    model = zoo.load(args.name, device=args.device, dtype=args.dtype)
+    model = load_model(args)
     tokenizer = getattr(model, "vqgan", None)
     if tokenizer is None:
         raise SystemExit(f"{args.name} is a {type(model).__name__} without a tokenizer; give an RCG VQGAN, MAGE or "
@@ -155,12 +151,7 @@ def cmd_tokenizer_fid(args) -> None:
         source = f"{args.folder}, the first {images.shape[0]} images"
     result = evaluate_tokenizer_fid(tokenizer, images, ref_stats=args.ref_stats, batch_size=args.batch_size)
     result.update(model=args.name, images=source)
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        from zoo._io import write_text_atomic
-
-        write_text_atomic(args.out, text + "\n")
+    print_json(result, args.out)
 
 
 def _reference_batches(args):
@@ -235,9 +226,7 @@ def _add_sampling(p) -> None:
 
 
 def _add_model(p) -> None:
-    p.add_argument("name", help="catalog name (e.g. rcg-imagenet256) or a local rcg-pipeline repo folder")
-    p.add_argument("--device", default="cpu", help="torch device")
-    p.add_argument("--dtype", help="float32 (default), bfloat16 or float16")
+    add_model_argument(p, "catalog name (e.g. rcg-imagenet256) or a local rcg-pipeline repo folder", dtype=_DTYPE)
 
 
 def register_cli(commands, convert) -> None:
@@ -279,7 +268,7 @@ def register_cli(commands, convert) -> None:
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("tokenizer-fid", help="FID of the tokenizer's reconstructions of real images (a generator's floor)")
-    p.add_argument("name", help="an RCG VQGAN, MAGE or pipeline repo folder or catalog name")
+    add_model_argument(p, "an RCG VQGAN, MAGE or pipeline repo folder or catalog name", dtype=_DTYPE)
     p.add_argument("folder", nargs="?", help="folder of real images (the first --n are used)")
     p.add_argument("--fashion-mnist", choices=("train", "test"), help="use --n random images of this split instead")
     p.add_argument("--root", default="/usr/share/datasets/fashion-mnist", help="Fashion-MNIST idx folder")
@@ -288,8 +277,6 @@ def register_cli(commands, convert) -> None:
     p.add_argument("--ref-stats", required=True, help="mu/sigma .npz of the reference images (zoo rcg ref-stats)")
     p.add_argument("--batch-size", type=int, default=50, help="images per forward pass")
     p.add_argument("--out", help="write the metrics as JSON")
-    p.add_argument("--device", default="cpu", help="torch device")
-    p.add_argument("--dtype", help="float32 (default), bfloat16 or float16")
     p.set_defaults(func=cmd_tokenizer_fid)
 
     p = sub.add_parser("ref-stats", help="FID reference statistics (mu/sigma .npz) of a folder of images")
