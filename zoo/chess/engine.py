@@ -178,9 +178,6 @@ class ChessEngine:
     def play(self, board: chess.Board) -> chess.Move:
         return self.choose(self.analyse(board))
 
-    def play_many(self, boards: list[chess.Board]) -> list[chess.Move]:
-        return [self.choose(a) for a in self.analyse_many(boards)]
-
 
 # ----------------------------------------------------------------------------- SVG
 

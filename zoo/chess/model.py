@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import platform
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
@@ -170,9 +170,6 @@ class ChessTransformer(nn.Module):
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
-
-    def config_dict(self) -> dict:
-        return asdict(self.cfg)
 
 
 # ----------------------------------------------------------------------------- inference

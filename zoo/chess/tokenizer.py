@@ -24,7 +24,6 @@ __all__ = [
     "action_index",
     "win_probability",
     "mate_win_probability",
-    "bucket_edges",
     "bucket_values",
     "to_bucket",
 ]
@@ -178,11 +177,6 @@ def mate_win_probability(mate: int) -> float:
 @lru_cache(maxsize=None)
 def _edges(num_buckets: int) -> np.ndarray:
     return np.arange(1, num_buckets, dtype=np.float64) / num_buckets
-
-
-def bucket_edges(num_buckets: int = 128) -> np.ndarray:
-    """The ``num_buckets - 1`` interior edges j/K (float64)."""
-    return _edges(num_buckets).copy()
 
 
 def bucket_values(num_buckets: int = 128) -> np.ndarray:
