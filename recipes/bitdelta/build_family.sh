@@ -37,7 +37,7 @@ deltas)
         --json > "$out/eval-$kind.json"
     done
     # the shipped form: carried tensors in bf16 (they run in the base's fp32)
-    zoo bitdelta publish "$out/delta" "$out/published" --carried-dtype bfloat16
+    zoo publish "$out/delta" "$out/published" --dtype bfloat16
     zoo bitdelta eval "$out/published" --text "$CORPORA/${corpus}_val.txt" --tokenizer bytes --json > "$out/eval-published.json"
   done
   ;;
