@@ -11,15 +11,18 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-from zoo._io import CONFIG_NAME, DEFAULT_SHARD_BYTES, atomic_path, save_state_dict, sha256_file, write_json_atomic
+from zoo._io import CONFIG_NAME, DEFAULT_SHARD_BYTES, atomic_path, load_state_dict, save_state_dict, sha256_file
+from zoo._io import write_json_atomic
 from zoo._lightning import L  # Lightning without the optional packages torchmetrics would import
 from zoo.card import check_card, load_card, render_card
+from zoo.convert import safe_torch_load
 from zoo.errors import ConfigError
 from zoo.hparams import check_arguments, closest, reading_saved_config
 from zoo.hub import resolve_repo
@@ -225,7 +228,7 @@ class ZooModule(L.LightningModule):
         state dict in a checkpoint (EScAIP's EMA of the weights) defines ``weights_from_checkpoint_(checkpoint)``,
         called after the state dict is assigned.
         """
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        ckpt = safe_torch_load(path, what="a Lightning checkpoint")
         model_type = ckpt.get("zoo_model_type")
         if model_type is None:
             raise ValueError(f"{path} was not written by a ZooModule (no 'zoo_model_type' in the checkpoint)")
@@ -236,42 +239,47 @@ class ZooModule(L.LightningModule):
                               path=Path(path)) from None
         if not issubclass(module_class, cls):
             raise TypeError(f"{path} holds a {module_class.__name__}, not a {cls.__name__}")
-        with torch.device("meta"), _SkipInit():
-            model = module_class(**constructor_args(ckpt.get("hyper_parameters", {})))
-        model.load_weights_(ckpt["state_dict"])
+        model = module_class.from_state_dict(constructor_args(ckpt.get("hyper_parameters", {})), ckpt["state_dict"])
         finish = getattr(model, "weights_from_checkpoint_", None)
         if finish is not None:
             finish(ckpt)
-        return model.eval()
-
+        return model
 
     @classmethod
     def from_repo_dir(
         cls, directory: Path, hparams: dict[str, Any], *, device: torch.device, dtype: torch.dtype | None, **kwargs
     ) -> "ZooModule":
-        """Build from a verified repo folder: construct on the meta device, then assign the weights.
+        """Build from a verified repo folder (:meth:`from_state_dict` of its weights, memory-mapped on ``device``).
 
-        No random init runs and no second copy of the weights exists. Methods whose repos need more (a base
-        model, say) override this.
+        Methods whose repos need more (a base model, say) override this.
         """
         if kwargs:
             raise TypeError(f"{cls.__name__} takes no load options, got {sorted(kwargs)}")
-        from zoo._io import load_state_dict
+        return cls.from_state_dict(hparams, load_state_dict(directory, device=str(device)), dtype=dtype)
 
+    @classmethod
+    def from_state_dict(cls, hparams: Mapping[str, Any], state: Mapping[str, torch.Tensor], *,
+                        dtype: torch.dtype | None = None) -> Self:
+        """``cls(**hparams)`` holding ``state``, in eval mode: built on the meta device, so no random init runs and
+        no second copy of the weights exists, then ``state`` assigned strictly (:meth:`load_weights_`)."""
+        model = cls.build_on_meta(hparams)
+        model.load_weights_(state)
+        if dtype is not None:
+            model.to(dtype=dtype)
+        return model.eval()
+
+    @classmethod
+    def build_on_meta(cls, hparams: Mapping[str, Any]) -> Self:
+        """``cls(**hparams)`` on the meta device with ``torch.nn.init`` skipped: every shape, no storage."""
         with torch.device("meta"), _SkipInit():
             try:
-                model = cls(**hparams)
+                return cls(**hparams)
             except ConfigError:
                 raise
             except ValueError as err:  # a constructor's own check (a bad combination): the config's fault too
                 raise ConfigError(f"{cls.__name__} rejects these hyperparameters: {err}") from None
-        state = load_state_dict(directory, device=str(device))
-        model.load_weights_(state)
-        if dtype is not None:
-            model.to(dtype=dtype)
-        return model
 
-    def load_weights_(self, state: dict[str, torch.Tensor]) -> None:
+    def load_weights_(self, state: Mapping[str, torch.Tensor]) -> None:
         """Strictly assign ``state`` (missing or unexpected keys are an error), then restore derived buffers."""
         try:
             result = self.load_state_dict(state, strict=False, assign=True)

@@ -110,10 +110,7 @@ class RCGPipeline(_RCGStage):
                  **{f"vqgan.{k}": v for k, v in mage.vqgan.state_dict().items()},
                  **{f"rdm.denoiser.{k}": v for k, v in rdm.ema.shadow.state_dict().items()},
                  "rdm.class_embed.weight": rdm.rdm.class_embed.weight}
-        with torch.device("meta"):
-            pipeline = cls(**hparams)
-        pipeline.load_weights_({k: v.detach().clone() for k, v in state.items()})
-        return pipeline.eval()
+        return cls.from_state_dict(hparams, {k: v.detach().clone() for k, v in state.items()})
 
     # ---------------------------------------------------------------------------------------------- helpers
     @property
