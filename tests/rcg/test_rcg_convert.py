@@ -9,6 +9,8 @@ from rcg_testdata import FIXTURES, TINY, io
 from safetensors.torch import load_file
 
 import zoo
+from zoo.convert import map_keys
+from zoo.errors import InputError
 from zoo.rcg.convert import convert_checkpoint, convert_moco, convert_rdm, detect_kind, from_upstream, load_official
 
 
@@ -27,7 +29,7 @@ class Payload:
 def test_refuses_other_pickled_objects(tmp_path):
     path = tmp_path / "evil.pth"
     torch.save({"state_dict": {}, "extra": Payload()}, path)
-    with pytest.raises(ValueError, match="safely"):
+    with pytest.raises(InputError, match=r"names test_rcg_convert\.Payload, which an official RCG"):
         load_official(path)
 
 
@@ -71,16 +73,12 @@ def test_vit_large_key_renames():
         key = key.replace("blocks.1.norm1.", "blocks.13.norm13.").replace("blocks.1.mlp.fc1.", "blocks.13.mlp.fc13.")
         key = key.replace("blocks.0.norm2.", "blocks.14.norm14.").replace("blocks.0.mlp.fc2.", "blocks.14.mlp.fc14.")
         renamed[key] = value
-    from zoo.rcg.convert import _fix_vit_names
+    from zoo.rcg.convert import _encoder_rules
 
-    fixed = _fix_vit_names(_strip_prefix(renamed, "module.base_encoder."))
+    fixed = map_keys(renamed, [*_encoder_rules("module.base_encoder.", ""), ("", None)])
     assert "blocks.13.norm1.weight" in fixed and "blocks.13.mlp.fc1.bias" in fixed
     assert "blocks.14.norm2.weight" in fixed and "blocks.14.mlp.fc2.weight" in fixed
     assert not any(k.split(".")[2].startswith(("norm13", "norm14", "fc13", "fc14")) for k in fixed if k.count(".") > 2)
-
-
-def _strip_prefix(sd, prefix):
-    return {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
 
 
 def test_unknown_official_keys_are_an_error():

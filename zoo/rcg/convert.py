@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from zoo._io import release_pages, releasing_pages
+from zoo.convert import map_keys, safe_torch_load
 from zoo.rcg.model import (
     ENCODER_CONFIGS,
     MAGE_CONFIGS,
@@ -44,6 +45,8 @@ VIT_L_RENAMES = {
     "blocks.14.norm14.": "blocks.14.norm2.",
     "blocks.14.mlp.fc14.": "blocks.14.mlp.fc2.",
 }
+DENOISER = "model.diffusion_model."
+EMA_BOOKKEEPING = ("model_ema.decay", "model_ema.num_updates")
 SCHEDULE_KEYS = ("betas", "alphas_cumprod", "alphas_cumprod_prev", "sqrt_alphas_cumprod",
                  "sqrt_one_minus_alphas_cumprod", "log_one_minus_alphas_cumprod", "sqrt_recip_alphas_cumprod",
                  "sqrt_recipm1_alphas_cumprod", "posterior_variance", "posterior_log_variance_clipped",
@@ -60,39 +63,10 @@ RDM_CONFIG_ENCODERS = {"mocov3vitb": "mocov3_vit_base", "mocov3vitl": "mocov3_vi
 # ----------------------------------------------------------------------------------------------------- loading
 def load_official(path: str | os.PathLike) -> dict[str, Any]:
     """Read an official checkpoint with ``weights_only=True``, allowing argparse.Namespace only."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {path} does not exist")
-    with open(path, "rb") as f:
-        head = f.read(512).lstrip().lower()
-    if head.startswith((b"<!doctype", b"<html")):
-        raise ValueError(
-            f"{path} is an HTML page, not a checkpoint (a download link answered with a web page, e.g. Google "
-            "Drive's confirmation page). Download the file in a browser and convert it with `zoo convert rcg`."
-        )
-    try:
-        with torch.serialization.safe_globals(ALLOWED_GLOBALS):
-            ckpt = _torch_load(path)
-    except Exception as err:
-        raise ValueError(
-            f"{path} is not a checkpoint the zoo can read safely ({err}). Only tensors, plain containers and "
-            "argparse.Namespace are allowed; re-save other pickles as a plain state dict."
-        ) from None
+    ckpt = safe_torch_load(path, ALLOWED_GLOBALS, what="an official RCG, MAGE or MoCo v3 checkpoint")
     if not isinstance(ckpt, dict):
         raise ValueError(f"{path}: expected a dict checkpoint, got {type(ckpt).__name__}")
     return ckpt
-
-
-def _torch_load(path: Path):
-    """``torch.load`` memory-mapped: tensors are read from the file when touched, and a converter releases them
-    after writing (``zoo._io.releasing_pages``), so a multi-GB checkpoint converts in about one tensor of memory.
-    Files in torch's legacy (pre-zip) format cannot be mapped and are read whole."""
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except RuntimeError as err:
-        if "mmap" not in str(err):
-            raise
-        return torch.load(path, map_location="cpu", weights_only=True)
 
 
 def _state_dict(ckpt: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -116,16 +90,6 @@ def detect_kind(ckpt: dict[str, Any]) -> str:
     if "quantize.embedding.weight" in sd and any(k.startswith("decoder.") for k in sd):
         return "vqgan"
     raise ValueError(f"unrecognised checkpoint: keys start {sorted(sd)[:5]}; expected MoCo v3, RDM, MAGE or VQGAN")
-
-
-def _fix_vit_names(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    out = {}
-    for key, value in sd.items():
-        for bad, good in VIT_L_RENAMES.items():
-            if key.startswith(bad):
-                key = good + key[len(bad):]
-        out[key] = value
-    return out
 
 
 def _count(sd: dict[str, torch.Tensor], prefix: str) -> int:
@@ -235,47 +199,33 @@ def infer_mage_config(sd: dict[str, torch.Tensor], overrides: dict | None = None
 
 
 # -------------------------------------------------------------------------------------------------- conversions
-def _take(sd: dict[str, torch.Tensor], used: set[str], prefix: str, new_prefix: str) -> dict[str, torch.Tensor]:
-    out = {}
-    for key, value in sd.items():
-        if key.startswith(prefix):
-            used.add(key)
-            out[new_prefix + key[len(prefix):]] = value
-    return out
+def _part(state: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
+    """The entries under ``prefix``, keyed without it."""
+    return {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
 
 
-def _check_all_used(sd: dict[str, torch.Tensor], used: set[str], what: str) -> None:
-    left = sorted(set(sd) - used)
-    if left:
-        raise ValueError(f"{what}: unexpected keys in the official checkpoint: {left[:10]}")
+def _encoder_rules(prefix: str, target: str | None) -> list[tuple[str, str | None]]:
+    """:func:`zoo.convert.map_keys` rules for a MoCo v3 ViT under ``prefix``: to ``target`` (None: dropped), the
+    ViT-L file's misnamed keys fixed as RCG's loader does."""
+    if target is None:
+        return [(prefix, None)]
+    return [*((prefix + bad, target + good) for bad, good in VIT_L_RENAMES.items()), (prefix, target)]
 
 
 def _build(cls, hparams: dict[str, Any], state: dict[str, torch.Tensor]):
-    """Construct on the meta device and assign ``state`` strictly (missing/unexpected keys raise)."""
-    with torch.device("meta"):
-        module = cls(**hparams)
-    module.load_weights_({k: v.contiguous() for k, v in state.items()})
-    return module.eval()
-
-
-def _moco_encoder(sd: dict[str, torch.Tensor], prefix: str, used: set[str]) -> dict[str, torch.Tensor]:
-    return _fix_vit_names(_take(sd, used, prefix, ""))
+    return cls.from_state_dict(hparams, {k: v.contiguous() for k, v in state.items()})
 
 
 def convert_moco(ckpt: dict[str, Any], config: dict | None = None):
     from zoo.rcg.module import MocoV3Module
 
     config = config or {}
-    sd, used = _state_dict(ckpt), set()
-    base = _moco_encoder(sd, "module.base_encoder.", used)
-    momentum = _moco_encoder(sd, "module.momentum_encoder.", used)
-    predictor = _take(sd, used, "module.predictor.", "")
-    _check_all_used(sd, used, "MoCo v3")
+    rules = [*_encoder_rules("module.base_encoder.", "encoder."),
+             *_encoder_rules("module.momentum_encoder.", "momentum_encoder."), ("module.predictor.", "predictor.")]
+    state = map_keys(_state_dict(ckpt), rules, what="the MoCo v3 checkpoint")
     arch = ckpt.get("arch")
-    enc = infer_encoder_config(base, config.get("encoder"), MOCO_ARCHS.get(arch, arch), "arch field")
-    hparams = dict(encoder=enc, predictor_hidden_dim=predictor["0.weight"].shape[0], **config.get("module", {}))
-    state = {**{f"encoder.{k}": v for k, v in base.items()}, **{f"momentum_encoder.{k}": v for k, v in momentum.items()},
-             **{f"predictor.{k}": v for k, v in predictor.items()}}
+    enc = infer_encoder_config(_part(state, "encoder."), config.get("encoder"), MOCO_ARCHS.get(arch, arch), "arch field")
+    hparams = dict(encoder=enc, predictor_hidden_dim=state["predictor.0.weight"].shape[0], **config.get("module", {}))
     return _build(MocoV3Module, hparams, state)
 
 
@@ -284,45 +234,33 @@ def convert_vqgan(ckpt: dict[str, Any], config: dict | None = None):
 
     sd = _state_dict(ckpt)
     hparams = dict(vqgan=infer_vqgan_config(sd, (config or {}).get("vqgan")))
-    return _build(VQGANModule, hparams, {f"vqgan.{k}": v for k, v in sd.items()})
+    return _build(VQGANModule, hparams, map_keys(sd, [("", "vqgan.")]))
 
 
-def _rdm_parts(ckpt: dict[str, Any], config: dict, used: set[str]):
-    """(rdm config, raw denoiser, EMA denoiser, class embedding, encoder state or None, ema info)."""
+def _rdm(ckpt: dict[str, Any], config: dict, *, raw: str | None, ema: str, encoder: str | None):
+    """(rdm config, state) of an RDM checkpoint: its denoiser under ``raw`` (None: dropped), the denoiser's EMA under
+    ``ema``, the encoder it was trained on under ``encoder``; the EMA bookkeeping and the schedule are left out."""
     sd = _state_dict(ckpt)
-    raw = _take(sd, used, "model.diffusion_model.", "")
-    rdm_cfg = infer_rdm_config(raw, config.get("rdm"))
+    denoiser = _part(sd, DENOISER)
+    rdm_cfg = infer_rdm_config(denoiser, config.get("rdm"))
     emb = sd["cond_stage_model.embedding.weight"]
-    used.add("cond_stage_model.embedding.weight")
     rdm_cfg.update(n_classes=emb.shape[0], context_channels=emb.shape[1])
     rdm_cfg.update(config.get("rdm") or {})
-    flat = {("diffusion_model." + name).replace(".", ""): name for name in raw}
-    ema = {}
-    for key in sd:
-        if key.startswith("model_ema.") and key not in ("model_ema.decay", "model_ema.num_updates"):
-            name = flat.get(key[len("model_ema."):])
-            if name is None:
-                raise ValueError(f"RDM: EMA key {key} matches no denoiser parameter")
-            ema[name] = sd[key]
-            used.add(key)
-    if set(ema) != set(raw):
-        raise ValueError(f"RDM: EMA weights missing for {sorted(set(raw) - set(ema))[:5]}")
-    info = {k: sd[k] for k in ("model_ema.decay", "model_ema.num_updates") if k in sd}
-    used.update(info)
-    _check_schedule(sd, rdm_cfg, used)
-    encoder = _moco_encoder(sd, "pretrained_encoder.", used) or None
-    return rdm_cfg, raw, ema, emb, encoder, info
+    _check_schedule(sd, rdm_cfg)
+    # the EMA names each denoiser parameter with its dots dropped
+    ema_rules = {"model_ema." + ("diffusion_model." + name).replace(".", ""): ema + name for name in denoiser}
+    rules = [(DENOISER, raw), ("cond_stage_model.embedding.weight", "rdm.class_embed.weight"), *ema_rules.items(),
+             *((key, None) for key in (*EMA_BOOKKEEPING, *SCHEDULE_KEYS)), *_encoder_rules("pretrained_encoder.", encoder)]
+    return rdm_cfg, map_keys(sd, rules, expected=ema_rules.values(), what="the RDM checkpoint")
 
 
-def _check_schedule(sd: dict[str, torch.Tensor], rdm_cfg: dict, used: set[str]) -> None:
+def _check_schedule(sd: dict[str, torch.Tensor], rdm_cfg: dict) -> None:
     ours = DiffusionSchedule(rdm_cfg["timesteps"], rdm_cfg["linear_start"], rdm_cfg["linear_end"])
     for name in SCHEDULE_KEYS:
-        if name in sd:
-            used.add(name)
-            mine = getattr(ours, name, None)
-            if mine is not None and not torch.allclose(mine, sd[name].float(), rtol=1e-5, atol=1e-7):
-                raise ValueError(f"RDM: schedule buffer {name!r} differs from the configured linear schedule "
-                                 f"({rdm_cfg['linear_start']}..{rdm_cfg['linear_end']}); set rdm.linear_start/end")
+        mine = getattr(ours, name, None)
+        if name in sd and mine is not None and not torch.allclose(mine, sd[name].float(), rtol=1e-5, atol=1e-7):
+            raise ValueError(f"RDM: schedule buffer {name!r} differs from the configured linear schedule "
+                             f"({rdm_cfg['linear_start']}..{rdm_cfg['linear_end']}); set rdm.linear_start/end")
 
 
 def _rdm_encoder_arch(args) -> str | None:
@@ -338,51 +276,38 @@ def _rdm_encoder_arch(args) -> str | None:
 def convert_rdm(ckpt: dict[str, Any], config: dict | None = None):
     from zoo.rcg.module import RDMModule
 
-    config, used = config or {}, set()
+    config = config or {}
     sd = _state_dict(ckpt)
-    rdm_cfg, raw, ema, emb, encoder, info = _rdm_parts(ckpt, config, used)
-    _check_all_used(sd, used, "RDM")
+    rdm_cfg, state = _rdm(ckpt, config, raw="rdm.denoiser.", ema="ema.shadow.", encoder="encoder.")
+    encoder = _part(state, "encoder.")
     enc_cfg = None
     if encoder:
-        arch = _rdm_encoder_arch(ckpt.get("args"))
-        enc_cfg = infer_encoder_config(encoder, config.get("encoder"), arch, "args.config")
+        enc_cfg = infer_encoder_config(encoder, config.get("encoder"), _rdm_encoder_arch(ckpt.get("args")), "args.config")
     hparams = dict(rdm=rdm_cfg, encoder=enc_cfg, **config.get("module", {}))
-    if "model_ema.decay" in info:
-        hparams["ema_decay"] = float(info["model_ema.decay"])
-    state = {**{f"rdm.denoiser.{k}": v for k, v in raw.items()}, **{f"ema.shadow.{k}": v for k, v in ema.items()},
-             "rdm.class_embed.weight": emb,
-             "ema.num_updates": info.get("model_ema.num_updates", torch.tensor(0)).long().reshape(())}
-    if encoder:
-        state.update({f"encoder.{k}": v for k, v in encoder.items()})
+    if "model_ema.decay" in sd:
+        hparams["ema_decay"] = float(sd["model_ema.decay"])
+    state["ema.num_updates"] = sd.get("model_ema.num_updates", torch.tensor(0)).long().reshape(())
     return _build(RDMModule, hparams, state)
 
 
-def _mage_parts(ckpt: dict[str, Any], config: dict, used: set[str]):
-    sd = _state_dict(ckpt)
+def _mage(ckpt: dict[str, Any], config: dict):
+    """(mage, vqgan and encoder configs, state) of a MAGE checkpoint."""
+    rules = [*_encoder_rules("pretrained_encoder.", "encoder."), ("vqgan.", "vqgan."),
+             *((key, None) for key in MAGE_UNUSED), ("", "mage.")]
+    state = map_keys(_state_dict(ckpt), rules, what="the MAGE checkpoint")
     args = ckpt.get("args")
-    encoder = _moco_encoder(sd, "pretrained_encoder.", used) or None
-    vqgan = _take(sd, used, "vqgan.", "")
-    used.update(k for k in MAGE_UNUSED if k in sd)
-    mage = {k: v for k, v in sd.items() if k not in used}
-    used.update(mage)
-    mage_cfg = infer_mage_config(mage, config.get("mage"), getattr(args, "model", None))
-    enc_arch = getattr(args, "pretrained_enc_arch", None)
+    mage_cfg = infer_mage_config(_part(state, "mage."), config.get("mage"), getattr(args, "model", None))
+    encoder, enc_arch = _part(state, "encoder."), getattr(args, "pretrained_enc_arch", None)
     enc_cfg = infer_encoder_config(encoder, config.get("encoder"), enc_arch, "args.pretrained_enc_arch") if encoder else None
-    vq_cfg = infer_vqgan_config(vqgan, config.get("vqgan"))
-    return mage_cfg, mage, enc_cfg, encoder, vq_cfg, vqgan
+    return dict(mage=mage_cfg, vqgan=infer_vqgan_config(_part(state, "vqgan."), config.get("vqgan")), encoder=enc_cfg), state
 
 
 def convert_mage(ckpt: dict[str, Any], config: dict | None = None):
     from zoo.rcg.module import MAGEModule
 
-    config, used = config or {}, set()
-    mage_cfg, mage, enc_cfg, encoder, vq_cfg, vqgan = _mage_parts(ckpt, config, used)
-    _check_all_used(_state_dict(ckpt), used, "MAGE")
-    hparams = dict(mage=mage_cfg, vqgan=vq_cfg, encoder=enc_cfg, **config.get("module", {}))
-    state = {**{f"mage.{k}": v for k, v in mage.items()}, **{f"vqgan.{k}": v for k, v in vqgan.items()}}
-    if encoder:
-        state.update({f"encoder.{k}": v for k, v in encoder.items()})
-    return _build(MAGEModule, hparams, state)
+    config = config or {}
+    configs, state = _mage(ckpt, config)
+    return _build(MAGEModule, {**configs, **config.get("module", {})}, state)
 
 
 def convert_pipeline(mage_ckpt: dict[str, Any], rdm_ckpt: dict[str, Any], config: dict | None = None):
@@ -390,23 +315,21 @@ def convert_pipeline(mage_ckpt: dict[str, Any], rdm_ckpt: dict[str, Any], config
     from zoo.rcg.pipeline import RCGPipeline
 
     config = config or {}
-    mage_cfg, mage, enc_cfg, encoder, vq_cfg, vqgan = _mage_parts(mage_ckpt, config, set())
-    if encoder is None:
+    configs, state = _mage(mage_ckpt, config)
+    if configs["encoder"] is None:
         raise ValueError("the MAGE checkpoint has no pretrained_encoder: it is not representation-conditioned")
-    rdm_cfg, _raw, ema, emb, rdm_encoder, _info = _rdm_parts(rdm_ckpt, config, set())
-    if rdm_encoder is not None:
+    rdm_cfg, rdm_state = _rdm(rdm_ckpt, config, raw=None, ema="rdm.denoiser.", encoder=None)
+    rdm_encoder = _part(_state_dict(rdm_ckpt), "pretrained_encoder.")
+    if rdm_encoder:
+        encoder = _part(_state_dict(mage_ckpt), "pretrained_encoder.")
         differs = set(rdm_encoder) != set(encoder) or any(not _equal_released(rdm_encoder[k], encoder[k]) for k in encoder)
         if differs:
             warnings.warn("the RDM was trained on a different encoder copy than the MAGE's; the pipeline encodes "
                           "images with the MAGE's encoder", stacklevel=2)
-    grid = math.isqrt(mage_cfg["num_tokens"])
-    hparams = dict(encoder=enc_cfg, rdm=rdm_cfg, mage=mage_cfg, vqgan=vq_cfg,
-                   image_size=config.get("image_size", grid * 2 ** (len(vq_cfg["ch_mult"]) - 1)),
-                   sampling=config.get("sampling") or None)
-    state = {**{f"encoder.{k}": v for k, v in encoder.items()}, **{f"mage.{k}": v for k, v in mage.items()},
-             **{f"vqgan.{k}": v for k, v in vqgan.items()}, **{f"rdm.denoiser.{k}": v for k, v in ema.items()},
-             "rdm.class_embed.weight": emb}
-    return _build(RCGPipeline, hparams, state)
+    grid = math.isqrt(configs["mage"]["num_tokens"])
+    image_size = config.get("image_size", grid * 2 ** (len(configs["vqgan"]["ch_mult"]) - 1))
+    hparams = dict(configs, rdm=rdm_cfg, image_size=image_size, sampling=config.get("sampling") or None)
+    return _build(RCGPipeline, hparams, {**state, **rdm_state})
 
 
 def _equal_released(a: torch.Tensor, b: torch.Tensor) -> bool:
