@@ -20,7 +20,9 @@ import numpy as np
 import torch
 
 from zoo._io import releasing_pages
-from zoo.escaip.module import EScAIPModule
+from zoo.convert import map_keys, safe_torch_load
+from zoo.escaip.model import EScAIPConfig
+from zoo.escaip.module import EScAIPModule, TargetScaling
 
 __all__ = ["InferenceCheckpoint", "load_inference_checkpoint", "convert_checkpoint", "convert_state_dict"]
 
@@ -38,34 +40,14 @@ class InferenceCheckpoint:
 
 
 def load_inference_checkpoint(path: str | os.PathLike) -> InferenceCheckpoint:
-    try:
-        with torch.serialization.safe_globals([(InferenceCheckpoint, CHECKPOINT_CLASS)]):
-            try:  # memory-mapped: only the state dict converted is read, a tensor at a time (zoo._io.releasing_pages)
-                ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-            except RuntimeError as err:  # torch's legacy (pre-zip) format cannot be mapped: read it whole
-                if "mmap" not in str(err):
-                    raise
-                ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # an UnpicklingError names the global that is not allow-listed
-        raise ValueError(
-            f"{path} is not a fairchem inference checkpoint that can be read safely (weights_only=True, "
-            f"allow-listing only {CHECKPOINT_CLASS}): {err}"
-        ) from None
+    ckpt = safe_torch_load(path, [(InferenceCheckpoint, CHECKPOINT_CLASS)], what="a fairchem inference checkpoint")
     if not isinstance(ckpt, InferenceCheckpoint):
         raise ValueError(f"{path} holds a {type(ckpt).__name__}, not a fairchem MLIPInferenceCheckpoint")
     return ckpt
 
 
-def _strip_module_prefix(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """AveragedModel state -> plain keys (drop ``n_averaged`` and every leading ``module.``)."""
-    out = {}
-    for key, value in state.items():
-        if key == "n_averaged":
-            continue
-        while key.startswith("module."):
-            key = key[len("module."):]
-        out[key] = value
-    return out
+# fairchem key names -> ours: an AveragedModel's state (the EMA) wraps them in ``module.`` and counts its updates
+FAIRCHEM_RULES = [("n_averaged", None), ("module.", "model."), ("", "model.")]
 
 
 def _task_scaling(tasks: list[dict[str, Any]], dataset: str | None, max_num_elements: int) -> dict[str, Any]:
@@ -111,22 +93,15 @@ def _task_scaling(tasks: list[dict[str, Any]], dataset: str | None, max_num_elem
 def _build(backbone: dict[str, Any], heads: dict[str, Any], state: dict[str, torch.Tensor],
            scaling: dict[str, Any]) -> EScAIPModule:
     backbone = {k: v for k, v in backbone.items() if k != "model"}
-    heads = {name: {k: v for k, v in spec.items()} for name, spec in heads.items()}
-    with torch.device("meta"):
-        module = EScAIPModule(backbone=backbone, heads=heads)
-    weights = {f"model.{k}": v.float() if v.is_floating_point() else v for k, v in state.items()}
-    # the scaling buffers are ours (float64): start from the defaults, then apply the checkpoint's tasks
-    for name, buf in module.scaling.named_buffers():
-        weights[f"scaling.{name}"] = torch.zeros_like(buf, device="cpu")
-    for name in ("energy_rmsd", "forces_rmsd", "stress_rmsd"):
-        weights[f"scaling.{name}"].fill_(1.0)
-    weights["scaling.supported_elements"].fill_(True)
+    weights = {k: v.float() if v.is_floating_point() else v for k, v in map_keys(state, FAIRCHEM_RULES).items()}
+    # the scaling buffers are ours (float64): the defaults, then the checkpoint's tasks (none: fitted as they are)
+    targets = TargetScaling(EScAIPConfig.from_dict(backbone).max_num_elements)
+    targets.set_(**scaling)
+    weights.update({f"scaling.{name}": buf for name, buf in targets.state_dict().items()})
     try:
-        module.load_weights_(weights)
+        return EScAIPModule.from_state_dict(dict(backbone=backbone, heads={n: dict(h) for n, h in heads.items()}), weights)
     except RuntimeError as err:
         raise ValueError(f"the state dict does not match its config: {err}") from None
-    module.scaling.set_(**scaling)
-    return module
 
 
 def convert_checkpoint(src: str | os.PathLike, out_dir: str | os.PathLike, *, use_ema: bool = False,
@@ -140,7 +115,7 @@ def convert_checkpoint(src: str | os.PathLike, out_dir: str | os.PathLike, *, us
     model_name = str(backbone.get("model", ""))
     if "escaip" not in model_name.lower():
         raise ValueError(f"{src} holds a {model_name or 'non-EScAIP'} backbone, not EScAIP")
-    state = _strip_module_prefix(ckpt.ema_state_dict) if use_ema else dict(ckpt.model_state_dict)
+    state = ckpt.ema_state_dict if use_ema else ckpt.model_state_dict
     if not state:
         raise ValueError(f"{src} has no {'EMA ' if use_ema else ''}state dict")
     max_el = int(backbone.get("max_num_elements", 110))
@@ -162,10 +137,10 @@ def convert_state_dict(src: str | os.PathLike, config_path: str | os.PathLike,
 
         state = load_file(str(src))
     else:
-        state = torch.load(src, map_location="cpu", weights_only=True)
+        state = safe_torch_load(src, what="a state dict")
         state = state.get("state_dict", state) if isinstance(state, dict) else state
         if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
             raise ValueError(f"{src} is not a flat state dict of tensors")
-    module = _build(config["backbone_kwargs"], config["heads"], _strip_module_prefix(state), {})
+    module = _build(config["backbone_kwargs"], config["heads"], state, {})
     module.save_pretrained(out_dir)
     return module
