@@ -2,16 +2,13 @@
 
 The official file is a ``torch.save`` pickle of one dict: ``<module>.mask`` (int32 (in/32, out), the same bit
 layout as ours), ``<module>.coeff`` (fp32 0-dim ``nn.Parameter``) and every full-precision parameter of the
-fine-tune. It is read with ``torch.load(weights_only=True)`` after checking that the pickle names no global
-outside :data:`OFFICIAL_GLOBALS`, so nothing but tensors can come out of it.
+fine-tune. It is read with ``torch.load(weights_only=True)`` after checking that the pickle names no global outside
+torch's safe set (:func:`zoo.convert.safe_torch_load`), so nothing but tensors can come out of it.
 """
 
 from __future__ import annotations
 
-import io
 import os
-import pickletools
-import zipfile
 from pathlib import Path
 
 import torch
@@ -19,61 +16,14 @@ from torch import nn
 
 from zoo._io import release_pages, releasing_pages
 from zoo.bitdelta.delta import BitDelta, base_fingerprint, dtype_name
+from zoo.convert import safe_torch_load, single_file
 
-__all__ = ["OFFICIAL_GLOBALS", "read_official", "carried_dtype", "from_official", "convert", "from_upstream"]
-
-# Every global an official delta file references (torch.save of a dict of tensors and nn.Parameters; the
-# transformers-made ones carry `_is_hf_initialized`, pickled with _rebuild_parameter_with_state).
-OFFICIAL_GLOBALS = {
-    "collections.OrderedDict",
-    "torch._utils._rebuild_tensor_v2",
-    "torch._utils._rebuild_parameter",
-    "torch._utils._rebuild_parameter_with_state",
-    "torch.FloatStorage",
-    "torch.IntStorage",
-    "torch.BFloat16Storage",
-    "torch.HalfStorage",
-}
-
-
-def _pickle_globals(path: Path) -> set[str]:
-    """The ``module.name`` globals a torch zip checkpoint's pickle would import."""
-    try:
-        archive = zipfile.ZipFile(path)
-    except zipfile.BadZipFile:
-        raise ValueError(f"{path} is not a torch zip checkpoint (torch.save format); cannot read it safely") from None
-    with archive:
-        pickles = [n for n in archive.namelist() if n.endswith("/data.pkl") or n == "data.pkl"]
-        if len(pickles) != 1:
-            raise ValueError(f"{path}: expected one data.pkl in the archive, found {pickles}")
-        data = archive.read(pickles[0])
-    found, strings = set(), []
-    for op, arg, _ in pickletools.genops(io.BytesIO(data)):
-        if op.name == "GLOBAL":
-            found.add(arg.replace(" ", "."))
-        elif op.name == "STACK_GLOBAL":
-            found.add(".".join(strings[-2:]) if len(strings) >= 2 else "<unresolved STACK_GLOBAL>")
-        if isinstance(arg, str) and "UNICODE" in op.name:
-            strings.append(arg)
-    return found
+__all__ = ["read_official", "carried_dtype", "from_official", "convert", "from_upstream"]
 
 
 def read_official(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     """The tensors of an official delta file (parameters detached, all contiguous), refusing foreign globals."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"official delta file {path} does not exist")
-    foreign = _pickle_globals(path) - OFFICIAL_GLOBALS
-    if foreign:
-        raise ValueError(
-            f"{path} references {sorted(foreign)}, which an official BitDelta file never does; refusing to load it"
-        )
-    allow = [torch._utils._rebuild_tensor_v2, torch._utils._rebuild_parameter,
-             torch._utils._rebuild_parameter_with_state, torch.FloatStorage, torch.IntStorage,
-             torch.BFloat16Storage, torch.HalfStorage]
-    with torch.serialization.safe_globals(allow):
-        # memory-mapped: tensors are read when touched and released once written (zoo._io.releasing_pages)
-        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    state = safe_torch_load(path, what="an official BitDelta file")
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise ValueError(f"{path} is not a dict of tensors; it is not an official BitDelta file")
     return {k: v.detach().contiguous() for k, v in state.items()}
@@ -164,11 +114,8 @@ def convert(src: str | os.PathLike, out_dir: str | os.PathLike, *, base: str | N
 
 def from_upstream(files: dict[str, Path], out_dir: Path, entry) -> None:
     """Catalog converter: an official Hub ``diff.pt`` → zoo delta repo naming ``entry.convert_args['base']``."""
-    if len(files) != 1:
-        raise ValueError(f"{entry.name}: expected one diff.pt, got {sorted(files)}")
-    (path,) = files.values()
     arch = entry.convert_args
-    delta = convert(path, out_dir, base=arch["base"], base_revision=arch.get("base_revision"))
+    delta = convert(single_file(files, entry, "diff.pt"), out_dir, base=arch["base"], base_revision=arch.get("base_revision"))
     expected = arch.get("num_modules")
     if expected is not None and len(delta.shapes) != expected:
         raise ValueError(f"{entry.name}: converted {len(delta.shapes)} compressed layers, expected {expected}")
