@@ -25,6 +25,7 @@ import torch
 from zoo._io import CONFIG_NAME, LazyTensor, save_state_dict, write_json_atomic
 from zoo.chess.model import POLICIES, ChessTransformerConfig
 from zoo.chess.tokenizer import NUM_ACTIONS
+from zoo.convert import map_keys, single_file
 
 __all__ = [
     "read_npz",
@@ -223,36 +224,32 @@ def haiku_mapping(num_layers: int) -> dict[str, tuple[str, bool]]:
     return m
 
 
-def _check_tree(params: dict, mapping: dict[str, tuple[str, bool]], num_layers: int) -> None:
-    if len(mapping) != len(params):
-        known = {"embed/embeddings", "embed_1/embeddings"}
-        raise ValueError(f"the tree has {len(params)} arrays but a {num_layers}-layer model uses {len(mapping)}: "
-                         f"{sorted(set(params) - known)[:8]}")
-
-
 def _to_torch(array, transpose: bool) -> torch.Tensor:
     array = np.asarray(array)
     return torch.from_numpy(np.ascontiguousarray(array.T if transpose else array, dtype=np.float32))
 
 
+def _mapped(params: dict, num_layers: int) -> dict[str, tuple[object, bool]]:
+    """``ChessTransformer`` parameter name -> (the tree's array, transposed?); every array and parameter used."""
+    mapping = haiku_mapping(num_layers)
+    arrays = map_keys(params, [(key, name) for name, (key, _) in mapping.items()], expected=mapping,
+                      what=f"the tree (read as a {num_layers}-layer model)")
+    return {name: (arrays[name], transpose) for name, (_, transpose) in mapping.items()}
+
+
 def haiku_to_state_dict(params: dict[str, np.ndarray], num_layers: int) -> dict[str, torch.Tensor]:
     """Map the Haiku tree onto ``ChessTransformer`` parameter names (linear weights transposed)."""
-    mapping = haiku_mapping(num_layers)
-    sd = {name: _to_torch(params[key], transpose) for name, (key, transpose) in mapping.items()}
-    _check_tree(params, mapping, num_layers)
-    return sd
+    return {name: _to_torch(array, transpose) for name, (array, transpose) in _mapped(params, num_layers).items()}
 
 
 def haiku_to_lazy_state_dict(params: dict, num_layers: int, prefix: str = "") -> dict[str, LazyTensor]:
     """:func:`haiku_to_state_dict` as :class:`zoo._io.LazyTensor` s: each array is read (and transposed) only when
     written, so converting a checkpoint holds one array in memory (``save_state_dict`` streams them)."""
-    mapping = haiku_mapping(num_layers)
-    _check_tree(params, mapping, num_layers)
     out = {}
-    for name, (key, transpose) in mapping.items():
-        shape = tuple(params[key].shape)
+    for name, (array, transpose) in _mapped(params, num_layers).items():
+        shape = tuple(array.shape)
         out[prefix + name] = LazyTensor(torch.float32, shape[::-1] if transpose else shape,
-                                        lambda key=key, transpose=transpose: _to_torch(params[key], transpose))
+                                        lambda array=array, transpose=transpose: _to_torch(array, transpose))
     return out
 
 
@@ -277,8 +274,7 @@ def convert(
 
     with open_params(src, step=step, ema=ema) as params:
         cfg = infer_config(params, policy=policy, num_heads=num_heads)
-        with torch.device("meta"):
-            module = ChessTransformerModule(**{k: v for k, v in vars(cfg).items() if k != "vocab_size"})
+        module = ChessTransformerModule.build_on_meta({k: v for k, v in vars(cfg).items() if k != "vocab_size"})
         # streamed: every array is read, transposed and written in turn (peak memory ~ one array, not the model)
         state = haiku_to_lazy_state_dict(params, cfg.num_layers, prefix="model.")
         expected = module.pretrained_state_dict()
@@ -305,11 +301,8 @@ def catalog_convert_args(entry) -> dict:
 
 def from_upstream(files: dict[str, Path], out_dir: Path, entry) -> None:
     """Catalog converter: the official ``<name>.zip`` -> zoo repo folder (``params`` at the largest step)."""
-    if len(files) != 1:
-        raise ValueError(f"{entry.name}: expected one checkpoint zip, got {sorted(files)}")
     arch = catalog_convert_args(entry)
-    (zip_path,) = files.values()
-    module = convert(zip_path, out_dir, policy=arch["policy"], num_heads=arch["num_heads"], step=arch.get("step"))
+    module = convert(single_file(files, entry, "checkpoint zip"), out_dir, policy=arch["policy"], num_heads=arch["num_heads"], step=arch.get("step"))
     expected = arch.get("num_params")
     if expected is not None and module.model.num_params() != expected:
         shutil.rmtree(out_dir, ignore_errors=True)
