@@ -66,6 +66,16 @@ def test_strict_loading(tmp_path):
         model.load_weights_({**model.state_dict(), "extra": torch.zeros(1)})
 
 
+def test_from_state_dict_assigns_the_tensors_strictly():
+    model = ToyRegressor(width=8, depth=3)
+    state = model.state_dict()
+    again = ToyRegressor.from_state_dict(model.config, state, dtype=torch.float64)
+    assert not again.training and again.scale.item() == pytest.approx(8**-0.5)  # eval mode, unsaved buffer rebuilt
+    assert all(torch.equal(again.state_dict()[k], v.double()) for k, v in state.items())
+    with pytest.raises(RuntimeError, match=r"missing \['net.2.weight'\]"):
+        ToyRegressor.from_state_dict(model.config, {k: v for k, v in state.items() if k != "net.2.weight"})
+
+
 def test_dtype_and_device(tmp_path):
     ToyRegressor().save_pretrained(tmp_path)
     model = zoo.load(tmp_path, dtype="bf16", device="cpu")
