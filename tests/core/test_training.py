@@ -11,6 +11,7 @@ from toy import ToyData, ToyRegressor
 import zoo
 from zoo.cli import main
 from zoo.train import run_recipe
+from zoo.training import EMA
 
 RECIPE = str(__import__("pathlib").Path(__file__).parent / "recipes" / "toy.yaml")
 
@@ -138,3 +139,16 @@ def test_cli_train_and_publish(tmp_path, capsys, monkeypatch):
     assert json.loads((tmp_path / "out" / "config.json").read_text())["model_type"] == "toy-mlp"
     assert main(["load", str(tmp_path / "out")]) == 0
     assert "ToyRegressor (toy-mlp)" in capsys.readouterr().out
+
+
+def test_ema_update_rule():
+    net = torch.nn.Linear(2, 2)
+    ema = EMA(net, decay=0.9999)
+    shadow0 = ema.shadow.weight.detach().clone()
+    with torch.no_grad():
+        net.weight.add_(1.0)
+    ema.update(net)  # n = 1: decay = min(0.9999, 2 / 11)
+    decay = 2 / 11
+    expected = shadow0 - (1 - decay) * (shadow0 - net.weight)
+    assert torch.allclose(ema.shadow.weight, expected)
+    assert int(ema.num_updates) == 1

@@ -1,5 +1,6 @@
 """`zoo publish` of a Lightning checkpoint writes what `save_pretrained` after `fit` writes: EScAIP's EMA weights,
-not the raw weights saved beside them (issue 28). And a dtype cast never rounds the float64 target scaling."""
+not the raw weights saved beside them (issue 28), also from checkpoints of the EMA before `EMAWeights` (issue 29).
+And a dtype cast never rounds the float64 target scaling."""
 
 import lightning as L
 import pytest
@@ -10,6 +11,7 @@ from safetensors.torch import load_file
 import zoo
 from zoo.escaip.data import EScAIPDataModule
 from zoo.escaip.module import EScAIPModule
+from zoo.training import EMA_CHECKPOINT_KEY, EMAWeights
 
 TINY = {"preset": "tiny", "max_num_elements": 30, "direct_forces": True}
 
@@ -40,19 +42,60 @@ def test_publishing_a_training_checkpoint_writes_the_ema(fitted):
     root, _ = fitted
     last = root / "checkpoints" / "last.ckpt"
     ckpt = torch.load(last, map_location="cpu", weights_only=True)
-    assert "escaip_ema" in ckpt  # saved during training: the raw weights, with the EMA beside them
-    assert any(not torch.equal(ckpt["state_dict"][f"model.{n}"], t) for n, t in ckpt["escaip_ema"].items())
+    raw = ckpt[EMA_CHECKPOINT_KEY]["raw"]  # saved during training: the EMA as the weights, the raw ones beside
+    assert any(not torch.equal(ckpt["state_dict"][f"model.{n}"], t) for n, t in raw.items())
     zoo.publish(str(last), root / "published")
     _same_weights(root / "published", root / "after_fit")
 
 
 def test_a_checkpoint_written_after_fit_publishes_the_same(fitted):
-    """`zoo train` rewrites a stale last.ckpt after fit: its weights already are the EMA, with none beside them."""
+    """`zoo train` rewrites a stale last.ckpt after fit: the same layout, so it publishes and resumes the same."""
     root, trainer = fitted
     trainer.save_checkpoint(root / "final.ckpt")
-    assert "escaip_ema" not in torch.load(root / "final.ckpt", map_location="cpu", weights_only=True)
+    final, last = (torch.load(root / p, map_location="cpu", weights_only=True) for p in ("final.ckpt", "checkpoints/last.ckpt"))
+    for key in ("state_dict", EMA_CHECKPOINT_KEY):
+        assert final[key].keys() == last[key].keys()
     zoo.publish(str(root / "final.ckpt"), root / "published_final")
     _same_weights(root / "published_final", root / "after_fit")
+
+
+def _legacy(root):
+    """The checkpoint EScAIP wrote before EMAWeights: the raw weights, the EMA beside them under `escaip_ema`."""
+    ckpt = torch.load(root / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    saved = ckpt.pop(EMA_CHECKPOINT_KEY)
+    ckpt["escaip_ema"] = {n: ckpt["state_dict"][f"model.{n}"] for n in saved["raw"]}
+    ckpt["state_dict"].update({f"model.{n}": t for n, t in saved["raw"].items()})
+    torch.save(ckpt, root / "legacy.ckpt")
+    return root / "legacy.ckpt", saved
+
+
+def test_a_legacy_checkpoint_publishes_its_ema(fitted):
+    root, _ = fitted
+    legacy, _ = _legacy(root)
+    zoo.publish(str(legacy), root / "published_legacy")
+    _same_weights(root / "published_legacy", root / "after_fit")
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_resuming_restores_the_raw_weights_and_the_average(fitted, emt_data, legacy):
+    root, _ = fitted
+    path, saved = _legacy(root) if legacy else (root / "checkpoints" / "last.ckpt", None)
+    saved = saved or torch.load(path, map_location="cpu", weights_only=True)[EMA_CHECKPOINT_KEY]
+    seen = {}
+
+    class FirstBatch(L.Callback):
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            ema = next(c for c in trainer.callbacks if isinstance(c, EMAWeights)).ema
+            seen.setdefault("raw", {n: p.detach().clone() for n, p in pl_module.model.named_parameters()})
+            seen.setdefault("updates", int(ema.num_updates))
+
+    model = EScAIPModule(backbone=TINY, lr=2e-3, warmup_steps=2, ema_decay=0.9)
+    trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
+                        enable_checkpointing=False, callbacks=[FirstBatch()], max_steps=5, limit_val_batches=0)
+    trainer.fit(model, datamodule=EScAIPDataModule(str(emt_data), val_fraction=0.25, max_atoms_per_batch=80),
+                ckpt_path=path)
+    assert trainer.global_step == 5 and seen["updates"] == saved["num_updates"] == 4
+    assert all(torch.equal(seen["raw"][n], t) for n, t in saved["raw"].items())
 
 
 def test_dtype_casts_keep_the_float64_scaling_exact():

@@ -8,7 +8,6 @@ import torch
 
 import zoo
 from zoo.rcg.data import ImageDataModule
-from zoo.rcg.model import EMA
 from zoo.rcg.module import MocoV3Module, RDMModule, mage_targets
 
 TINY_ENCODER = dict(img_size=32, patch_size=8, embed_dim=16, depth=1, num_heads=2, proj_hidden_dim=32, rep_dim=16)
@@ -152,17 +151,16 @@ def test_stage_inits_load_the_frozen_parts(converted, image_folder):
         fit(missing, data_for(image_folder, "rdm"), steps=1)
 
 
-def test_ema_update_rule():
-    net = torch.nn.Linear(2, 2)
-    ema = EMA(net, decay=0.9999)
-    shadow0 = ema.shadow.weight.detach().clone()
-    with torch.no_grad():
-        net.weight.add_(1.0)
-    ema.update(net)  # n = 1: decay = min(0.9999, 2 / 11)
-    decay = 2 / 11
-    expected = shadow0 - (1 - decay) * (shadow0 - net.weight)
-    assert torch.allclose(ema.shadow.weight, expected)
-    assert int(ema.num_updates) == 1
+def test_stage_inits_take_hf_uris(hf_hub_server, monkeypatch):
+    """``encoder_init`` resolves names as zoo.load does (a copy of the resolver once refused ``hf://``)."""
+    monkeypatch.setenv("ZOO_HF_ENDPOINT", hf_hub_server.endpoint)
+    monkeypatch.setenv("HF_TOKEN", "dummy")
+    moco = MocoV3Module(encoder=TINY_ENCODER, predictor_hidden_dim=32)
+    zoo.publish(moco, "hf://user/tiny-moco")
+    rdm = RDMModule(rdm=dict(in_channels=16, model_channels=16, bottleneck_channels=8, num_res_blocks=1),
+                    encoder=TINY_ENCODER, encoder_init="hf://user/tiny-moco")
+    rdm.setup("fit")
+    assert all(torch.equal(v, rdm.encoder.state_dict()[k]) for k, v in moco.encoder.state_dict().items())
 
 
 def test_modules_pickle_for_ddp_spawn(converted):

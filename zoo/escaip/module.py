@@ -18,6 +18,7 @@ from torch import Tensor
 from zoo.escaip.model import CONFIGS, EScAIP, EScAIPConfig
 from zoo.module import ZooModule
 from zoo.schedules import warmup_cosine
+from zoo.training import EMA_CHECKPOINT_KEY, EMAWeights, weight_decay_groups
 
 __all__ = ["EScAIPModule", "TargetScaling", "default_heads", "validate_inputs", "chemical_symbol"]
 
@@ -148,8 +149,6 @@ class EScAIPModule(ZooModule):
         self.save_hyperparameters()  # reads the resolved `backbone` and `heads` above
         self.model = EScAIP(backbone, heads)
         self.scaling = TargetScaling(self.model.cfg.max_num_elements)
-        self._ema: dict[str, Tensor] | None = None
-        self._backup: dict[str, Tensor] | None = None
         self._metrics_built = False
 
     @property
@@ -269,77 +268,32 @@ class EScAIPModule(ZooModule):
 
     def configure_optimizers(self):
         p = self.hparams
-        decay, no_decay = [], []
-        for name, param in self.model.named_parameters():
-            (decay if param.ndim >= 2 and "embedding" not in name else no_decay).append(param)
-        optimizer = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": p.weight_decay}, {"params": no_decay, "weight_decay": 0.0}], lr=p.lr
-        )
+        groups = weight_decay_groups(self.model, p.weight_decay, no_decay=("*embedding*",))
+        optimizer = torch.optim.AdamW(groups, lr=p.lr)
         total = max(1, int(self.trainer.estimated_stepping_batches))
         warmup = min(p.warmup_steps, max(total // 10, 1))
         return warmup_cosine(optimizer, warmup, total, p.min_lr_ratio)
 
     # ------------------------------------------------------------------ EMA of weights
-    def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
-        decay = self.hparams.ema_decay
-        if not decay:
-            return
-        with torch.no_grad():
-            if self._ema is None:
-                self._ema = {n: p.detach().clone() for n, p in self.model.named_parameters()}
-                return
-            # bias-corrected warm-up (fairchem/timm style): averaging starts fast, then settles at `decay`
-            step = self.global_step
-            d = min(decay, (1 + step) / (10 + step))
-            for n, p in self.model.named_parameters():
-                self._ema[n].lerp_(p.detach(), 1 - d)
-
-    def _swap_ema(self) -> None:
-        if self._ema is None:
-            return
-        with torch.no_grad():
-            for n, p in self.model.named_parameters():
-                tmp = p.detach().clone()
-                p.copy_(self._ema[n])
-                self._ema[n] = tmp
-
-    def on_validation_epoch_start(self) -> None:
-        self._swap_ema()  # validate the averaged weights
-
-    def on_validation_epoch_end(self) -> None:
-        self._swap_ema()
-
-    def on_train_end(self) -> None:
-        self._adopt_ema()
-
-    def _adopt_ema(self) -> None:
-        """Make the EMA the weights: the trained model is the EMA of the weights."""
-        if self._ema is None:
-            return
-        names = {n for n, _ in self.model.named_parameters()}
-        if set(self._ema) != names:
-            raise ValueError(f"the EMA does not match the model's parameters: missing {sorted(names - set(self._ema))[:5]}, "
-                             f"unexpected {sorted(set(self._ema) - names)[:5]}")
-        with torch.no_grad():
-            for n, p in self.model.named_parameters():
-                p.copy_(self._ema[n])
-        self._ema = None
-
-    def weights_from_checkpoint_(self, checkpoint: dict[str, Any]) -> None:
-        """Called by ``zoo.publishing.module_from_checkpoint`` after the checkpoint's state dict is assigned: end up
-        with what ``save_pretrained`` after ``fit`` writes, the EMA kept under ``escaip_ema`` (a checkpoint saved
-        during training holds the raw weights beside it)."""
-        self.on_load_checkpoint(checkpoint)
-        self._adopt_ema()
-
-    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        super().on_save_checkpoint(checkpoint)
-        if self._ema is not None:
-            checkpoint["escaip_ema"] = {n: t.clone() for n, t in self._ema.items()}
+    def configure_callbacks(self):
+        return [EMAWeights(self.hparams.ema_decay)] if self.hparams.ema_decay else []
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        ema = checkpoint.get("escaip_ema")
-        self._ema = {n: t.clone() for n, t in ema.items()} if ema else None
+        """Checkpoints written before ``EMAWeights`` keep the raw weights as ``state_dict`` and the EMA beside them
+        under ``escaip_ema`` (a run trained then is resumed or published now): rewrite them to its layout."""
+        legacy = checkpoint.pop("escaip_ema", None)
+        if legacy:
+            state = checkpoint["state_dict"]
+            checkpoint[EMA_CHECKPOINT_KEY] = {"raw": {n: state[f"model.{n}"] for n in legacy},
+                                              "num_updates": checkpoint.get("global_step", 0)}
+            state.update({f"model.{n}": t for n, t in legacy.items()})
+
+    def weights_from_checkpoint_(self, checkpoint: dict[str, Any]) -> None:
+        """Called by ``ZooModule.from_checkpoint`` (``zoo publish``) after the checkpoint's state dict is assigned:
+        a legacy checkpoint's weights are its EMA, as ``save_pretrained`` after ``fit`` wrote them."""
+        if "escaip_ema" in checkpoint:
+            self.on_load_checkpoint(checkpoint)
+            self.load_weights_(checkpoint["state_dict"])
 
     def model_card_fields(self) -> dict[str, Any]:
         fields = super().model_card_fields()

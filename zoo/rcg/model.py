@@ -147,7 +147,7 @@ class MocoViT(VisionTransformer):
 
 
 # =====================================================================================================================
-# RDM: SimpleMLP denoiser, diffusion schedule, DDIM sampler, EMA
+# RDM: SimpleMLP denoiser, diffusion schedule, DDIM sampler (its EMA: zoo.training.EMA)
 # =====================================================================================================================
 @dataclass
 class RDMConfig:
@@ -350,27 +350,6 @@ def ddim_sample(denoiser: SimpleMLP, schedule: DiffusionSchedule, x_T: torch.Ten
         if on_step is not None:
             on_step()
     return x
-
-
-class EMA(nn.Module):
-    """LDM-style EMA of a module's parameters: decay = min(decay, (1 + n) / (10 + n)), n = updates so far."""
-
-    def __init__(self, module: nn.Module, decay: float = 0.9999):
-        super().__init__()
-        import copy
-
-        self.max_decay = decay
-        self.shadow = copy.deepcopy(module)
-        self.shadow.requires_grad_(False)
-        self.register_buffer("num_updates", torch.zeros((), dtype=torch.long))
-
-    @torch.no_grad()
-    def update(self, module: nn.Module) -> None:
-        self.num_updates += 1
-        n = self.num_updates.float()
-        decay = torch.clamp((1 + n) / (10 + n), max=self.max_decay)
-        for shadow, param in zip(self.shadow.parameters(), module.parameters(), strict=True):
-            shadow.sub_((1.0 - decay).to(shadow.dtype) * (shadow - param.detach()))
 
 
 # =====================================================================================================================

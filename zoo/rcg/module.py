@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import math
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from zoo.hub import resolve_repo
 from zoo.module import ZooModule, plain
-from zoo.schedules import warmup_cosine
 from zoo.rcg.model import (
-    EMA,
     MAGE,
     RDM,
     VQGAN,
@@ -34,6 +32,9 @@ from zoo.rcg.model import (
     config_from_dict,
     ddim_sample,
 )
+from zoo.schedules import warmup_cosine
+from zoo.training import EMA, attached_trainer
+from zoo.training import weight_decay_groups as _decay_groups  # zoo/rcg/pipeline.py imports this name
 
 __all__ = ["MocoV3Module", "VQGANModule", "RDMModule", "MAGEModule", "mage_targets", "mage_training_loss", "load_prefixed", "eval_mode"]
 
@@ -55,16 +56,6 @@ def _effective_batch(trainer, default: int) -> int:
     return batch_size * max(1, trainer.world_size) * max(1, trainer.accumulate_grad_batches)
 
 
-def _decay_groups(module: nn.Module, weight_decay: float, skip: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-    """No weight decay on biases, norms and other 1-d parameters (and names in ``skip``)."""
-    decay, no_decay = [], []
-    for name, p in module.named_parameters():
-        if not p.requires_grad:
-            continue
-        (no_decay if p.ndim <= 1 or name.endswith(".bias") or name in skip else decay).append(p)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-
-
 def _images_and_labels(batch) -> tuple[torch.Tensor, torch.Tensor | None]:
     if isinstance(batch, torch.Tensor):
         return batch, None
@@ -74,18 +65,12 @@ def _images_and_labels(batch) -> tuple[torch.Tensor, torch.Tensor | None]:
     return images, labels
 
 
-def resolve_repo_dir(name_or_path: str) -> Path:
-    """A zoo repo folder, a catalog name or ``hf://owner/repo``: its verified local folder (as ``zoo.load``)."""
-    from zoo.hub import resolve_repo
-
-    return resolve_repo(name_or_path)
-
-
 def load_prefixed(module: nn.Module, name_or_path: str, prefix: str) -> None:
-    """Copy the ``prefix``-ed tensors of a zoo repo into ``module`` (strict: all keys must match)."""
+    """Copy the ``prefix``-ed tensors of a zoo repo (a folder, catalog name or ``hf://owner/repo``, as ``zoo.load``
+    takes) into ``module`` (strict: all keys must match)."""
     from zoo._io import load_state_dict
 
-    state = load_state_dict(resolve_repo_dir(name_or_path))
+    state = load_state_dict(resolve_repo(name_or_path))
     sub = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
     if not sub:
         raise ValueError(f"{name_or_path} holds no '{prefix}*' weights; pass a repo of an RCG stage that has them")
@@ -198,8 +183,8 @@ class MocoV3Module(_RCGStage):
 
     def _contrastive(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         q, k = F.normalize(q, dim=1), F.normalize(k, dim=1)
-        offset = 0
-        if self._trainer is not None and self._trainer.world_size > 1:
+        offset, trainer = 0, attached_trainer(self)
+        if trainer is not None and trainer.world_size > 1:
             k = self.all_gather(k).flatten(0, 1)
             offset = q.shape[0] * self.global_rank
         logits = q @ k.t() / self.hparams.temperature
@@ -218,7 +203,8 @@ class MocoV3Module(_RCGStage):
 
     @torch.no_grad()
     def _momentum_update(self) -> None:
-        total = max(1, int(self._trainer.estimated_stepping_batches)) if self._trainer is not None else 1
+        trainer = attached_trainer(self)
+        total = max(1, int(trainer.estimated_stepping_batches)) if trainer is not None else 1
         m0 = self.hparams.momentum
         m = 1.0 - 0.5 * (1.0 + math.cos(math.pi * self.global_step / total)) * (1.0 - m0)  # cosine m0 -> 1
         for pk, pq in zip(self.momentum_encoder.parameters(), self.encoder.parameters(), strict=True):
@@ -286,7 +272,8 @@ class VQGANModule(_RCGStage):
             flat = z.permute(0, 2, 3, 1).reshape(-1, z.shape[1])  # (B*h*w, C)
             weight = self.vqgan.quantize.embedding.weight
             weight[dead] = flat[torch.randint(flat.shape[0], (dead.numel(),), device=flat.device)].to(weight.dtype)
-            for optimizer in self.trainer.optimizers if self._trainer is not None else ():
+            trainer = attached_trainer(self)
+            for optimizer in trainer.optimizers if trainer is not None else ():
                 for moment in optimizer.state.get(weight, {}).values():
                     if moment.ndim == 2:
                         moment[dead] = 0
