@@ -1,8 +1,5 @@
-"""The pieces every ``zoo`` command line repeats: the parser class, a model argument with ``--device/--dtype``,
-options derived from a dataclass, loading the named model and printing (and writing) JSON.
-
-Import-light on purpose: every ``zoo`` call imports this, and ``zoo --help`` must not pay for torch.
-"""
+"""What the ``zoo`` command lines share: parser, model argument, dataclass options, JSON output. Every ``zoo`` call
+imports this, so it imports no torch (``zoo --help`` must stay fast)."""
 
 from __future__ import annotations
 
@@ -11,9 +8,6 @@ import dataclasses
 import json
 import typing
 from typing import Any, Callable
-
-__all__ = ["ArgumentParser", "HelpFormatter", "add_model_argument", "add_dataclass_arguments", "from_args",
-           "option", "load_model", "print_json"]
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -28,7 +22,7 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 class ArgumentParser(argparse.ArgumentParser):
     """The zoo's parsers; subcommand parsers, the methods' included, take their parent's class and so this help.
 
-    ``arguments``: a function that adds the parser's arguments when it is first used (a parse, ``--help``), for a
+    ``arguments``: a function that adds the parser's arguments when it first parses (``--help`` included), for a
     command whose options come from a module too heavy to import on every ``zoo`` call.
     """
 
@@ -36,18 +30,11 @@ class ArgumentParser(argparse.ArgumentParser):
         super().__init__(*args, formatter_class=formatter_class, **kwargs)
         self._add_arguments = arguments
 
-    def _add_arguments_now(self) -> None:
+    def parse_known_args(self, args=None, namespace=None):
         if self._add_arguments is not None:
             add, self._add_arguments = self._add_arguments, None
             add(self)
-
-    def parse_known_args(self, args=None, namespace=None):
-        self._add_arguments_now()
         return super().parse_known_args(args, namespace)
-
-    def format_help(self) -> str:
-        self._add_arguments_now()
-        return super().format_help()
 
 
 def add_model_argument(p, help: str = "catalog name, hf://owner/repo or a local repo folder", *, revision: bool = False,

@@ -138,22 +138,14 @@ def cmd_publish(args) -> None:
     print(_table([[n, f["sha256"], str(f["size"])] for n, f in result["files"].items()], ["file", "sha256", "bytes"]))
 
 
-def _report_checkpoints(cli) -> None:
+def cmd_train(args) -> None:
+    """``zoo train``, and ``zoo finetune`` (which names the model to start from)."""
+    from zoo.train import run_recipe
+
+    cli = run_recipe(args.recipe, args.overrides, init_from=getattr(args, "name", None), ckpt_path=args.ckpt_path)
     for callback in cli.trainer.checkpoint_callbacks:
         if callback.dirpath:
             print(f"checkpoints in {callback.dirpath} (last.ckpt: the final state; `zoo publish` turns one into a repo)")
-
-
-def cmd_train(args) -> None:
-    from zoo.train import run_recipe
-
-    _report_checkpoints(run_recipe(args.recipe, args.overrides, ckpt_path=args.ckpt_path))
-
-
-def cmd_finetune(args) -> None:
-    from zoo.train import run_recipe
-
-    _report_checkpoints(run_recipe(args.recipe, args.overrides, init_from=args.name, ckpt_path=args.ckpt_path))
 
 
 def cmd_recipe(args) -> None:
@@ -246,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="catalog name, hf://owner/repo or a local repo folder")
     p.add_argument("recipe", help="a recipe for the same module; further --a.b=c arguments override it")
     p.add_argument("--ckpt-path", help="resume an interrupted fine-tune from this Lightning checkpoint, or 'last'")
-    p.set_defaults(func=cmd_finetune)
+    p.set_defaults(func=cmd_train)
 
     p = commands.add_parser("recipe", help="list the training recipes, print one, or copy one (works from an installed zoo)")
     p.add_argument("name", nargs="?", help="e.g. chess/small_cpu (a .yaml is implied) or a folder such as chess")

@@ -147,7 +147,9 @@ def cmd_make_data(args) -> None:
 
 
 # ----------------------------------------------------------------------------- parsers
-def _add_selection(p) -> None:
+def _add_models_and_selection(p) -> None:
+    p.add_argument("--base", required=True, help="zoo name, folder or HF repo id of the base")
+    p.add_argument("--finetune", required=True, help="zoo name, folder or HF repo id of the fine-tune")
     p.add_argument("--select", nargs="+", help="shell-style patterns of Linear layers to compress "
                    "(default: the official rule, *_proj children of mlp/self_attn)")
     p.add_argument("--exclude", nargs="+", help="patterns of layers to leave out")
@@ -159,18 +161,14 @@ def register_cli(commands, convert) -> None:
     sub = parser.add_subparsers(dest="bitdelta_command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("compress", help="compress a fine-tune against its base into a delta repo folder")
-    p.add_argument("--base", required=True, help="zoo name, folder or HF repo id of the base")
-    p.add_argument("--finetune", required=True, help="zoo name, folder or HF repo id of the fine-tune")
     p.add_argument("--out", required=True, help="output folder (a zoo repo)")
     p.add_argument("--base-name", help="how the delta names its base (default: --base)")
     p.add_argument("--base-revision", help="Hub revision of the base (default: its pin, or main)")
     p.add_argument("--finetune-revision", help="Hub revision of the fine-tune (default: its pin, or main)")
-    _add_selection(p)
+    _add_models_and_selection(p)
     p.set_defaults(func=cmd_compress)
 
     p = sub.add_parser("distill", help="compress, then distil the scales on the fine-tune's logits")
-    p.add_argument("--base", required=True, help="zoo name, folder or HF repo id of the base")
-    p.add_argument("--finetune", required=True, help="zoo name, folder or HF repo id of the fine-tune")
     p.add_argument("--data", required=True, help="a text file, or a .safetensors file with input_ids")
     p.add_argument("--out", required=True, help="output folder (a zoo repo)")
     p.add_argument("--mode", choices=["scales", "official"], default="scales",
@@ -181,7 +179,7 @@ def register_cli(commands, convert) -> None:
     p.add_argument("--lr", type=float, default=1e-4, help="learning rate")
     p.add_argument("--tokenizer", help="'bytes' or a tokenizer folder/repo (default: the base's own)")
     p.add_argument("--accelerator", default="auto", help="Lightning accelerator, e.g. cpu or gpu")
-    _add_selection(p)
+    _add_models_and_selection(p)
     p.set_defaults(func=cmd_distill)
 
     p = sub.add_parser("eval", help="held-out perplexity of a delta (and of the fine-tune, with logit agreement)")

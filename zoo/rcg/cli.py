@@ -7,6 +7,7 @@ from pathlib import Path
 
 from zoo._cli import add_model_argument, load_model, print_json
 
+_PIPELINE = "catalog name (e.g. rcg-imagenet256) or a local rcg-pipeline repo folder"
 _DTYPE = "float32 (default), bfloat16 or float16"
 
 
@@ -225,16 +226,12 @@ def _add_sampling(p) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed of the sampling")
 
 
-def _add_model(p) -> None:
-    add_model_argument(p, "catalog name (e.g. rcg-imagenet256) or a local rcg-pipeline repo folder", dtype=_DTYPE)
-
-
 def register_cli(commands, convert) -> None:
     rcg = commands.add_parser("rcg", help="RCG: sample, reconstruct, evaluate FID")
     sub = rcg.add_subparsers(dest="rcg_command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("sample", help="sample images into a PNG grid")
-    _add_model(p)
+    add_model_argument(p, _PIPELINE, dtype=_DTYPE)
     p.add_argument("--n", type=int, default=16, help="images to sample")
     p.add_argument("--out", default="grid.png", help="PNG grid to write")
     p.add_argument("--batch-size", type=int, help="images per forward pass (default: all --n at once)")
@@ -244,7 +241,7 @@ def register_cli(commands, convert) -> None:
     p.set_defaults(func=cmd_sample)
 
     p = sub.add_parser("reconstruct", help="generate from the representations of given images")
-    _add_model(p)
+    add_model_argument(p, _PIPELINE, dtype=_DTYPE)
     p.add_argument("images", nargs="+", help="image files (the model's resolution)")
     p.add_argument("--out", default="reconstruct.png", help="PNG grid to write: the inputs, then their generations")
     p.add_argument("--center-crop", action="store_true",
@@ -254,7 +251,7 @@ def register_cli(commands, convert) -> None:
     p.set_defaults(func=cmd_reconstruct)
 
     p = sub.add_parser("eval", help="FID of samples against reference statistics or a folder of images")
-    _add_model(p)
+    add_model_argument(p, _PIPELINE, dtype=_DTYPE)
     p.add_argument("--n", type=int, default=50000, help="samples to generate")
     p.add_argument("--batch-size", type=int, default=50, help="images per forward pass")
     ref = p.add_mutually_exclusive_group(required=True)
