@@ -1,9 +1,5 @@
-"""What every method's converter needs: reading official pickles safely, renaming their keys strictly, and the one
-file of an upstream download. Method-free: the converters in ``zoo/<method>/convert.py`` build on it.
-
-Official checkpoints are ``torch.save`` pickles; they are read with ``torch.load(weights_only=True)``, so nothing but
-tensors, plain containers and the classes a converter allow-lists explicitly can come out of them.
-"""
+"""What every method's converter (``zoo/<method>/convert.py``) needs: official pickles read safely, their keys
+renamed strictly, and the one file of an upstream download."""
 
 from __future__ import annotations
 
@@ -18,7 +14,7 @@ import torch
 
 from zoo.errors import ConfigError, DamagedFileError, InputError
 
-__all__ = ["safe_torch_load", "map_keys", "single_file"]
+__all__ = ["safe_torch_load", "map_keys", "single_file", "preview"]
 
 T = TypeVar("T")
 Allowed = Any  # a class or function, or (stand-in class, "module.Name" of the class the pickle names)
@@ -28,14 +24,8 @@ _ZIP_MAGIC = b"PK\x03\x04"
 _REFUSED = re.compile(r"Unsupported global: GLOBAL (\S+) was not an allowed global")
 
 
-def _name(allowed: Allowed) -> str:
-    if isinstance(allowed, tuple):
-        return allowed[1]
-    return f"{allowed.__module__}.{allowed.__qualname__}"
-
-
 def _refuse(path: Path, names: list[str], allow: list[Allowed], what: str) -> InputError:
-    extra = "".join(f", {_name(a)}" for a in allow)
+    extra = "".join(f", {a[1]}" if isinstance(a, tuple) else f", {a.__module__}.{a.__qualname__}" for a in allow)
     return InputError(
         f"{path} names {', '.join(sorted(names))}, which {what} never holds, so it is not unpickled (only tensors, "
         f"plain containers{extra} are allowed): use the official file, or re-save it as a plain state dict "
@@ -43,14 +33,14 @@ def _refuse(path: Path, names: list[str], allow: list[Allowed], what: str) -> In
 
 
 def safe_torch_load(path: str | os.PathLike, allow: Iterable[Allowed] = (), *, what: str = "a checkpoint") -> Any:
-    """``torch.load(path, weights_only=True)`` with ``allow`` allow-listed, memory-mapped where the format allows.
+    """``torch.load(path, weights_only=True)`` with ``allow`` allow-listed: classes, functions, or ``(stand-in,
+    "module.Name")`` pairs that read a class the pickle names as a local one.
 
-    Memory-mapped, tensors are read from the file when touched, and a converter releases them after writing
-    (``zoo._io.releasing_pages``), so a multi-GB checkpoint converts in about one tensor of memory; torch's legacy
-    (pre-zip) format cannot be mapped and is read whole. ``allow`` holds classes or functions, or ``(stand-in,
-    "module.Name")`` pairs that unpickle a class the pickle names as a local one. A global outside ``allow`` and
-    torch's own safe set is an :class:`InputError` naming the file and the globals (``what`` says what the file
-    should be); so is a web page saved in place of a download. A file torch cannot read is a DamagedFileError.
+    Memory-mapped, tensors are read when touched and a converter releases them once written
+    (``zoo._io.releasing_pages``): a multi-GB file converts in about one tensor of memory. Legacy (pre-zip) files
+    cannot be mapped and are read whole. A global outside ``allow`` and torch's safe set, or a web page saved in
+    place of a download, is an InputError naming the file (``what``: what it should be); an unreadable file is a
+    DamagedFileError.
     """
     path = Path(path)
     if not path.is_file():
@@ -87,7 +77,8 @@ def _damaged(path: Path, err: Exception, what: str) -> DamagedFileError:
     return DamagedFileError(f"{path} cannot be read as {what} ({reason}): download it again")
 
 
-def _preview(keys: list[str]) -> str:
+def preview(keys: list[str]) -> str:
+    """The first ten ``keys`` (an error message's list)."""
     return f"{keys[:10]}{' …' if len(keys) > 10 else ''}"
 
 
@@ -112,8 +103,8 @@ def map_keys(source: Mapping[str, T], rules: Iterable[tuple[str, str | None]], *
             unused.append(key)
     missing = sorted(set(expected) - set(out))
     if unused or missing:
-        raise InputError(f"{what} does not fit the zoo's layout: unexpected keys {_preview(sorted(unused))}, "
-                         f"missing keys {_preview(missing)}")
+        raise InputError(f"{what} does not fit the zoo's layout: unexpected keys {preview(sorted(unused))}, "
+                         f"missing keys {preview(missing)}")
     return out
 
 

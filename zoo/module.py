@@ -22,7 +22,7 @@ from zoo._io import CONFIG_NAME, DEFAULT_SHARD_BYTES, atomic_path, load_state_di
 from zoo._io import write_json_atomic
 from zoo._lightning import L  # Lightning without the optional packages torchmetrics would import
 from zoo.card import check_card, load_card, render_card
-from zoo.convert import safe_torch_load
+from zoo.convert import preview, safe_torch_load
 from zoo.errors import ConfigError
 from zoo.hparams import check_arguments, closest, reading_saved_config
 from zoo.hub import resolve_repo
@@ -286,11 +286,8 @@ class ZooModule(L.LightningModule):
         except RuntimeError as err:  # shape mismatches
             raise RuntimeError(f"weights do not match {type(self).__name__}: {err}") from None
         if result.missing_keys or result.unexpected_keys:
-            raise RuntimeError(
-                f"weights do not match {type(self).__name__}: "
-                f"missing {result.missing_keys[:10]}{' …' if len(result.missing_keys) > 10 else ''}, "
-                f"unexpected {result.unexpected_keys[:10]}{' …' if len(result.unexpected_keys) > 10 else ''}"
-            )
+            raise RuntimeError(f"weights do not match {type(self).__name__}: missing {preview(result.missing_keys)}, "
+                               f"unexpected {preview(result.unexpected_keys)}")
         device = next(iter(state.values())).device if state else torch.device("cpu")
         leftover = [n for n, t in self.named_buffers() if t.is_meta]
         if leftover:
