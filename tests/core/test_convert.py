@@ -11,33 +11,25 @@ from zoo.convert import map_keys, safe_torch_load, single_file
 from zoo.errors import ConfigError, DamagedFileError, InputError
 
 
-class Payload:
-    """Stands for any class an untrusted pickle could name."""
-
-
 @dataclasses.dataclass
-class Official:
-    """The class an official file pickles (fairchem's, say) ..."""
-
+class Official:  # a class an official file pickles (fairchem's, say); unknown to torch
     weights: dict
 
 
 @dataclasses.dataclass
-class StandIn:
-    """... and the local class that reads it without importing its package."""
-
+class StandIn:  # the local class that reads it, without importing that package
     weights: dict
 
 
 def test_a_global_outside_the_allowlist_is_one_error_naming_it(tmp_path):
     for legacy in (False, True):  # zip files are scanned first; legacy ones refused by the unpickler
         path = tmp_path / f"evil{legacy}.pt"
-        torch.save({"w": torch.zeros(2), "x": Payload()}, path, _use_new_zipfile_serialization=not legacy)
+        torch.save({"w": torch.zeros(2), "x": Official({})}, path, _use_new_zipfile_serialization=not legacy)
         with pytest.raises(InputError) as err:
             safe_torch_load(path, [argparse.Namespace], what="an official file")
         message = str(err.value)
         assert len(message.splitlines()) == 1 and str(path) in message
-        assert "test_convert.Payload, which an official file never holds" in message
+        assert "test_convert.Official, which an official file never holds" in message
         assert "argparse.Namespace are allowed" in message and "re-save it as a plain state dict" in message
 
 

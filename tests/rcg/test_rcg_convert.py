@@ -10,7 +10,6 @@ from safetensors.torch import load_file
 
 import zoo
 from zoo.convert import map_keys
-from zoo.errors import InputError
 from zoo.rcg.convert import convert_checkpoint, convert_moco, convert_rdm, detect_kind, from_upstream, load_official
 
 
@@ -20,17 +19,6 @@ def test_official_files_need_the_namespace_allowlist():
         torch.load(path, weights_only=True)
     ckpt = load_official(path)
     assert isinstance(ckpt["args"], argparse.Namespace)
-
-
-class Payload:
-    """Stands for any class an untrusted pickle could name."""
-
-
-def test_refuses_other_pickled_objects(tmp_path):
-    path = tmp_path / "evil.pth"
-    torch.save({"state_dict": {}, "extra": Payload()}, path)
-    with pytest.raises(InputError, match=r"names test_rcg_convert\.Payload, which an official RCG"):
-        load_official(path)
 
 
 @pytest.mark.parametrize("name,kind,model_type", [
@@ -130,13 +118,6 @@ def test_catalog_entries():
 def test_pipeline_needs_mage_and_rdm():
     with pytest.raises(ValueError, match="kinds"):
         convert_checkpoint([FIXTURES / "vqgan_tiny" / "vqgan_tiny.ckpt", FIXTURES / "rdm_tiny" / "rdm_ckpt.pth"], TINY)
-
-
-def test_html_download_is_named(tmp_path):
-    page = tmp_path / "mage.pth"
-    page.write_text("<!DOCTYPE html><html><title>Google Drive - Virus scan warning</title></html>")
-    with pytest.raises(ValueError, match="HTML page"):
-        load_official(page)
 
 
 def test_vq_loss_is_the_legacy_form():

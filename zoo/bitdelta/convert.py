@@ -115,7 +115,8 @@ def convert(src: str | os.PathLike, out_dir: str | os.PathLike, *, base: str | N
 def from_upstream(files: dict[str, Path], out_dir: Path, entry) -> None:
     """Catalog converter: an official Hub ``diff.pt`` → zoo delta repo naming ``entry.convert_args['base']``."""
     arch = entry.convert_args
-    delta = convert(single_file(files, entry, "diff.pt"), out_dir, base=arch["base"], base_revision=arch.get("base_revision"))
+    path = single_file(files, entry, "diff.pt")
+    delta = convert(path, out_dir, base=arch["base"], base_revision=arch.get("base_revision"))
     expected = arch.get("num_modules")
     if expected is not None and len(delta.shapes) != expected:
         raise ValueError(f"{entry.name}: converted {len(delta.shapes)} compressed layers, expected {expected}")

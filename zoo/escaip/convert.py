@@ -98,8 +98,9 @@ def _build(backbone: dict[str, Any], heads: dict[str, Any], state: dict[str, tor
     targets = TargetScaling(EScAIPConfig.from_dict(backbone).max_num_elements)
     targets.set_(**scaling)
     weights.update({f"scaling.{name}": buf for name, buf in targets.state_dict().items()})
+    hparams = dict(backbone=backbone, heads={name: dict(spec) for name, spec in heads.items()})
     try:
-        return EScAIPModule.from_state_dict(dict(backbone=backbone, heads={n: dict(h) for n, h in heads.items()}), weights)
+        return EScAIPModule.from_state_dict(hparams, weights)
     except RuntimeError as err:
         raise ValueError(f"the state dict does not match its config: {err}") from None
 

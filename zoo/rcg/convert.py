@@ -223,8 +223,8 @@ def convert_moco(ckpt: dict[str, Any], config: dict | None = None):
     rules = [*_encoder_rules("module.base_encoder.", "encoder."),
              *_encoder_rules("module.momentum_encoder.", "momentum_encoder."), ("module.predictor.", "predictor.")]
     state = map_keys(_state_dict(ckpt), rules, what="the MoCo v3 checkpoint")
-    arch = ckpt.get("arch")
-    enc = infer_encoder_config(_part(state, "encoder."), config.get("encoder"), MOCO_ARCHS.get(arch, arch), "arch field")
+    arch = MOCO_ARCHS.get(ckpt.get("arch"), ckpt.get("arch"))
+    enc = infer_encoder_config(_part(state, "encoder."), config.get("encoder"), arch, "arch field")
     hparams = dict(encoder=enc, predictor_hidden_dim=state["predictor.0.weight"].shape[0], **config.get("module", {}))
     return _build(MocoV3Module, hparams, state)
 
@@ -250,7 +250,8 @@ def _rdm(ckpt: dict[str, Any], config: dict, *, raw: str | None, ema: str, encod
     # the EMA names each denoiser parameter with its dots dropped
     ema_rules = {"model_ema." + ("diffusion_model." + name).replace(".", ""): ema + name for name in denoiser}
     rules = [(DENOISER, raw), ("cond_stage_model.embedding.weight", "rdm.class_embed.weight"), *ema_rules.items(),
-             *((key, None) for key in (*EMA_BOOKKEEPING, *SCHEDULE_KEYS)), *_encoder_rules("pretrained_encoder.", encoder)]
+             *((key, None) for key in (*EMA_BOOKKEEPING, *SCHEDULE_KEYS)),
+             *_encoder_rules("pretrained_encoder.", encoder)]
     return rdm_cfg, map_keys(sd, rules, expected=ema_rules.values(), what="the RDM checkpoint")
 
 
@@ -279,10 +280,8 @@ def convert_rdm(ckpt: dict[str, Any], config: dict | None = None):
     config = config or {}
     sd = _state_dict(ckpt)
     rdm_cfg, state = _rdm(ckpt, config, raw="rdm.denoiser.", ema="ema.shadow.", encoder="encoder.")
-    encoder = _part(state, "encoder.")
-    enc_cfg = None
-    if encoder:
-        enc_cfg = infer_encoder_config(encoder, config.get("encoder"), _rdm_encoder_arch(ckpt.get("args")), "args.config")
+    encoder, arch = _part(state, "encoder."), _rdm_encoder_arch(ckpt.get("args"))
+    enc_cfg = infer_encoder_config(encoder, config.get("encoder"), arch, "args.config") if encoder else None
     hparams = dict(rdm=rdm_cfg, encoder=enc_cfg, **config.get("module", {}))
     if "model_ema.decay" in sd:
         hparams["ema_decay"] = float(sd["model_ema.decay"])
@@ -299,7 +298,8 @@ def _mage(ckpt: dict[str, Any], config: dict):
     mage_cfg = infer_mage_config(_part(state, "mage."), config.get("mage"), getattr(args, "model", None))
     encoder, enc_arch = _part(state, "encoder."), getattr(args, "pretrained_enc_arch", None)
     enc_cfg = infer_encoder_config(encoder, config.get("encoder"), enc_arch, "args.pretrained_enc_arch") if encoder else None
-    return dict(mage=mage_cfg, vqgan=infer_vqgan_config(_part(state, "vqgan."), config.get("vqgan")), encoder=enc_cfg), state
+    vq_cfg = infer_vqgan_config(_part(state, "vqgan."), config.get("vqgan"))
+    return dict(mage=mage_cfg, vqgan=vq_cfg, encoder=enc_cfg), state
 
 
 def convert_mage(ckpt: dict[str, Any], config: dict | None = None):
