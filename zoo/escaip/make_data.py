@@ -1,16 +1,24 @@
-"""``zoo escaip make-data``: labelled MD frames for training EScAIP potentials.
+"""``zoo escaip make-data``: labelled frames for training EScAIP potentials.
 
-* small organic molecules and water clusters: Langevin MD, energies and forces from GFN2-xTB (``tblite``);
-* periodic metal slabs with adsorbates: Langevin MD with ASE's EMT (energies, forces, stress).
+* named small organic molecules and water clusters: Langevin MD, energies and forces from GFN2-xTB (``tblite``);
+* periodic metal slabs with adsorbates: Langevin MD with ASE's EMT (energies, forces, stress);
+* QM9 molecules (``--qm9 N``, the database PyPI ``qm9pack`` ships): per molecule, a short GFN2-xTB Langevin MD
+  from the QM9 geometry plus randomly displaced copies, in blocks of molecules; molecule pairs from the same
+  block at contact distances (the non-bonded range); strained, rattled EMT bulk metals (stress). Every molecule
+  of ASE's ``g2`` collection is left out by formula (``g2`` is the test set), and blocks split by molecule.
 
-Every trajectory is a job run by a worker process (``OMP_NUM_THREADS=1`` each) and written in segments of
-frames (``<out>/<kind>/<system>/T<temperature>_s<seed>/seg_00000.extxyz``, each file written atomically).
-A segment's frames carry momenta, so a rerun resumes every trajectory from its last complete segment.
+Every trajectory (or block) is a job run by a worker process (``OMP_NUM_THREADS=1`` each) and written in
+segments (``<out>/<kind>/<system>/T<temperature>_s<seed>/seg_00000.extxyz``, each file written atomically). An
+MD segment's frames carry momenta, so a rerun resumes every trajectory from its last complete segment.
 ``manifest.json`` records the settings and seeds. No torch here: workers stay light.
 """
 
 from __future__ import annotations
 
+import ast
+import csv
+import functools
+import importlib.util
 import json
 import math
 import os
@@ -20,7 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Job", "MOLECULES", "SLABS", "build_system", "plan_jobs", "run_job", "make_data"]
+__all__ = ["Job", "MOLECULES", "SLABS", "METALS", "build_system", "plan_jobs", "plan_qm9_jobs", "select_qm9",
+           "write_selection", "g2_formulas", "g2_test_molecules", "run_job", "make_data"]
 
 
 # ============================================================================= systems
@@ -127,8 +136,24 @@ SLABS: dict[str, tuple[str, str, str, str]] = {
 }
 
 
+def g2_test_molecules() -> list[str]:
+    """The g2 molecules a zoo potential is tested on: closed-shell (no initial magnetic moments; the potentials
+    have no spin input), more than one atom, elements H C N O F only."""
+    from ase.collections import g2
+
+    return [name for name in g2.names if len(g2[name]) > 1 and not g2[name].get_initial_magnetic_moments().any()
+            and set(g2[name].get_chemical_symbols()) <= QM9_ELEMENTS]
+
+
 def build_system(kind: str, name: str, seed: int = 0):
     """The starting structure of a job (molecules unrelaxed, slabs periodic with 7 Å of vacuum)."""
+    if kind == "g2":
+        from ase.collections import g2
+
+        atoms = g2[name]
+        atoms.set_initial_magnetic_moments(None)
+        atoms.center()
+        return atoms
     if kind == "xtb":
         if name not in MOLECULES:
             raise ValueError(f"unknown molecule {name!r}; choose from {sorted(MOLECULES)}")
@@ -149,6 +174,128 @@ def build_system(kind: str, name: str, seed: int = 0):
     slab.center(vacuum=7.0, axis=2)
     slab.info.pop("adsorbate_info", None)  # not extxyz-serialisable
     return slab
+
+
+# ============================================================================= QM9, pairs, bulk metals
+#: fcc metals of ASE's EMT, as strained bulk cells (stress labels for cell relaxations)
+METALS = ("Al", "Cu", "Ag", "Au", "Ni", "Pd", "Pt")
+QM9_ELEMENTS = frozenset("HCNOF")
+SELECTION = "qm9_selection.json"  # the chosen molecules, in block order, written once per output folder
+
+
+def g2_formulas() -> frozenset[str]:
+    """Formulas of every molecule in ASE's ``g2`` collection: a QM9 molecule with one of these is left out (its
+    isomers too), so the g2 test set stays unseen."""
+    from ase.collections import g2
+
+    return frozenset(atoms.get_chemical_formula() for atoms in g2)
+
+
+def _qm9_files(source: str | os.PathLike | None) -> list[Path]:
+    if source is None:  # the CSV files qm9pack ships, found without importing it (its import pulls in pandas)
+        spec = importlib.util.find_spec("qm9pack")
+        if spec is None or not spec.submodule_search_locations:
+            raise FileNotFoundError("QM9 molecules come from the qm9pack package: pip install qm9pack "
+                                    "(or pass --qm9-source with its qm9_part*.csv files)")
+        source = Path(next(iter(spec.submodule_search_locations))) / "data"
+    source = Path(source)
+    files = sorted(source.glob("qm9_part*.csv")) if source.is_dir() else [source]
+    if not files or not all(f.is_file() for f in files):
+        raise FileNotFoundError(f"no QM9 CSV files (qm9_part*.csv) at {source}")
+    return files
+
+
+def _qm9_rows(source: str | os.PathLike | None):
+    """(index, smiles, symbols, positions) of every QM9 molecule: qm9pack's CSV columns Index, SMILES, Elements,
+    XYZ_Ang (Å, Python literals such as ``0.``)."""
+    csv.field_size_limit(1 << 30)
+    for path in _qm9_files(source):
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                yield int(row["Index"]), row["SMILES"], ast.literal_eval(row["Elements"]), ast.literal_eval(row["XYZ_Ang"])
+
+
+def select_qm9(n: int, seed: int = 0, source: str | os.PathLike | None = None) -> list[dict]:
+    """``n`` QM9 molecules for training, none with a g2 formula. QM9 is mostly 8-9 heavy atoms, while small
+    molecules carry the chemistry of small test molecules: every molecule of up to 5 heavy atoms is taken, the
+    rest is drawn evenly across heavy-atom counts, with fluorine compounds drawn to at least 15%."""
+    from ase.formula import Formula
+
+    rng = np.random.default_rng(seed)
+    excluded = g2_formulas()
+    by_heavy: dict[tuple[int, bool], list[dict]] = {}
+    for index, smiles, symbols, positions in _qm9_rows(source):
+        if not set(symbols) <= QM9_ELEMENTS or str(Formula.from_list(symbols).format("hill")) in excluded:
+            continue
+        heavy = sum(e != "H" for e in symbols)
+        by_heavy.setdefault((heavy, "F" in symbols), []).append(
+            {"index": index, "smiles": smiles, "symbols": symbols, "positions": positions})
+    chosen = [m for (heavy, _), mols in sorted(by_heavy.items()) if heavy <= 5 for m in mols][:n]
+    rest = {key: mols for key, mols in by_heavy.items() if key[0] > 5}
+    want = n - len(chosen)
+    for fluorine, share in ((True, 0.15), (False, 1.0)):
+        groups = [key for key in sorted(rest) if key[1] == fluorine]
+        quota = want if not fluorine else round(want * share)
+        taken = 0
+        while taken < quota and any(rest[k] for k in groups):  # round-robin over heavy-atom counts
+            for key in groups:
+                if rest[key] and taken < quota:
+                    chosen.append(rest[key].pop(int(rng.integers(len(rest[key])))))
+                    taken += 1
+        want -= taken
+    order = rng.permutation(len(chosen))  # blocks mix sizes, so any block split is a fair sample
+    return [chosen[i] for i in order]
+
+
+def write_selection(out: str | os.PathLike, select, n: int) -> None:
+    """Write ``select()`` (the molecules) once: a rerun keeps the existing selection, so a resumed run sees the
+    same molecules; a rerun asking for a different number of them is an error."""
+    path = Path(out) / SELECTION
+    if path.exists():
+        have = len(json.loads(path.read_text()))
+        if have != n:
+            raise ValueError(f"{out} holds a selection of {have} QM9 molecules, not {n}: rerun with --qm9 {have}, "
+                             "or use a new output folder")
+        return
+    molecules = select()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{SELECTION}.tmp")
+    tmp.write_text(json.dumps(molecules))
+    os.replace(tmp, path)
+
+
+@functools.lru_cache(maxsize=2)
+def _selection(out: str) -> list[dict]:
+    return json.loads((Path(out) / SELECTION).read_text())
+
+
+def _qm9_atoms(molecule: dict):
+    from ase import Atoms
+
+    atoms = Atoms(molecule["symbols"], positions=molecule["positions"])
+    atoms.info.update(qm9_index=molecule["index"], smiles=molecule["smiles"])
+    return atoms
+
+
+def _pair(a, b, distance: float, rng: np.random.Generator):
+    """``b`` at a random orientation on a random side of ``a``, shifted until the closest atoms are
+    ``distance`` Å apart."""
+    from scipy.spatial.transform import Rotation
+
+    a, b = a.copy(), b.copy()
+    a.positions -= a.positions.mean(axis=0)
+    b.positions = (b.positions - b.positions.mean(axis=0)) @ Rotation.random(random_state=rng.integers(1 << 31)).as_matrix().T
+    direction = rng.normal(size=3)
+    direction /= np.linalg.norm(direction)
+    lo, hi = 0.0, 30.0
+    for _ in range(50):  # bisection on the shift along direction: the closest distance grows with it
+        mid = 0.5 * (lo + hi)
+        closest = np.linalg.norm(a.positions[:, None] - (b.positions + mid * direction)[None], axis=-1).min()
+        lo, hi = (mid, hi) if closest < distance else (lo, mid)
+    b.positions += hi * direction
+    pair = a + b
+    pair.info = {"smiles": f"{a.info.get('smiles')}.{b.info.get('smiles')}", "contact": distance}
+    return pair
 
 
 # ============================================================================= jobs
@@ -174,12 +321,31 @@ class Job:
 
 def plan_jobs(molecules, slabs, temperatures, seeds: int, frames: int, slab_frames: int, stride: int,
               segment_frames: int) -> list[Job]:
-    """Seed-major order: a run stopped early still covers every system and temperature."""
+    """MD of named systems, seed-major: a run stopped early still covers every system and temperature."""
     jobs = []
     for s in range(seeds):
         for t in temperatures:
             jobs += [Job("xtb", name, float(t), s, frames, stride, 0.5, segment_frames) for name in molecules]
             jobs += [Job("emt", name, float(t), s, slab_frames, stride, 1.0, segment_frames) for name in slabs]
+    return jobs
+
+
+PAIR_CONTACTS = (2.2, 2.8, 3.6)  # Å between the closest atoms of two molecules, each jittered by ±0.2
+WARMUP_STEPS = 20  # MD steps from the QM9 geometry before the first saved frame
+
+
+def plan_qm9_jobs(n_molecules: int, per_block: int, temperatures, frames: int, stride: int, seed: int = 0,
+                  pairs: bool = True, metals=METALS, bulk_frames: int = 100, segment_frames: int = 25) -> list[Job]:
+    """Blocks of ``per_block`` selected molecules (``frames`` per molecule: two thirds MD, one third displaced
+    copies), the temperature cycling over blocks; with ``pairs``, one pair of the block's molecules per molecule
+    at each of PAIR_CONTACTS; then strained bulk cells of each EMT metal."""
+    jobs = []
+    for first in range(0, n_molecules, per_block):
+        count, t = min(per_block, n_molecules - first), float(temperatures[(first // per_block) % len(temperatures)])
+        jobs.append(Job("qm9", f"m{first:05d}", t, seed, count * frames, stride, 0.5, frames))
+        if pairs:
+            jobs.append(Job("pair", f"m{first:05d}", 0.0, seed, count * len(PAIR_CONTACTS), 0, 0.0, len(PAIR_CONTACTS)))
+    jobs += [Job("bulk", metal, 0.0, seed, bulk_frames, 0, 0.0, segment_frames) for metal in metals]
     return jobs
 
 
@@ -190,7 +356,7 @@ def _segments_done(out: Path, job: Job) -> list[Path]:
 
 
 def _calculator(kind: str):
-    if kind == "xtb":
+    if kind in ("xtb", "qm9", "pair", "g2"):
         try:
             from tblite.ase import TBLite
         except ImportError:
@@ -201,20 +367,36 @@ def _calculator(kind: str):
     return EMT()
 
 
-def run_job(job: Job, out: str, progress=None) -> int:
-    """Run (or resume) one trajectory; returns the number of frames written by this call."""
-    os.environ["OMP_NUM_THREADS"] = "1"
-    import ase.io
-    from ase import units
+def _labelled(atoms, **info):
+    """A copy of ``atoms`` holding its calculator's energy, forces (and stress when periodic) as fixed results."""
     from ase.calculators.singlepoint import SinglePointCalculator
+
+    frame = atoms.copy()
+    frame.constraints = []
+    results = {"energy": atoms.get_potential_energy(), "forces": atoms.get_forces(apply_constraint=False)}
+    if atoms.pbc.all():
+        results["stress"] = atoms.get_stress()
+    if not np.all(np.isfinite(frame.positions)) or np.abs(results["forces"]).max() > 1e3:
+        raise RuntimeError(f"{info.get('system', atoms.get_chemical_formula())}: the structure blew up")
+    frame.calc = SinglePointCalculator(frame, **results)
+    frame.info.update(info)
+    return frame
+
+
+def _langevin(atoms, job: Job, rng: np.random.Generator):
+    from ase import units
     from ase.md.langevin import Langevin
+
+    return Langevin(atoms, timestep=job.timestep_fs * units.fs, temperature_K=job.temperature,
+                    friction=0.01 / units.fs, fixcm=False, rng=rng)
+
+
+def _md_segments(job: Job, folder: Path, done: list[Path]):
+    """Yield (segment, frames) of a named system's trajectory, continuing after the written segments."""
+    import ase.io
     from ase.md.velocitydistribution import Stationary, ZeroRotation, thermalize_momenta
     from ase.optimize import BFGS
 
-    out_path = Path(out)
-    done = _segments_done(out_path, job)
-    if len(done) >= job.n_segments:
-        return 0
     atoms = build_system(job.kind, job.name, job.seed)
     atoms.calc = _calculator(job.kind)
     if done:
@@ -225,47 +407,116 @@ def run_job(job: Job, out: str, progress=None) -> int:
         BFGS(atoms, logfile=None).run(fmax=0.1, steps=200)
         thermalize_momenta(atoms, temperature_K=job.temperature, rng=np.random.default_rng(job.seed))
         Stationary(atoms)
-        if job.kind == "xtb":
+        if job.kind != "emt":
             ZeroRotation(atoms)
-    written = 0
-    periodic = bool(atoms.pbc.all())
     for seg in range(len(done), job.n_segments):
         # a fresh, seeded thermostat per segment keeps resumed runs reproducible
-        rng = np.random.default_rng([job.seed, seg, int(job.temperature)])
-        dyn = Langevin(atoms, timestep=job.timestep_fs * units.fs, temperature_K=job.temperature,
-                       friction=0.01 / units.fs, fixcm=False, rng=rng)
+        dyn = _langevin(atoms, job, np.random.default_rng([job.seed, seg, int(job.temperature)]))
         frames = []
-        n = min(job.segment_frames, job.n_frames - seg * job.segment_frames)
-        for k in range(n):
+        for k in range(min(job.segment_frames, job.n_frames - seg * job.segment_frames)):
             dyn.run(job.stride)
-            frame = atoms.copy()
-            frame.constraints = []
-            results = {"energy": atoms.get_potential_energy(), "forces": atoms.get_forces(apply_constraint=False)}
-            if periodic:
-                results["stress"] = atoms.get_stress()
-            frame.calc = SinglePointCalculator(frame, **results)
-            frame.info.update(system=job.name, temperature=job.temperature, seed=job.seed,
-                              step=(seg * job.segment_frames + k + 1) * job.stride)
-            frames.append(frame)
-            if not np.all(np.isfinite(frame.positions)) or np.abs(results["forces"]).max() > 1e3:
-                raise RuntimeError(f"{job.folder}: the MD blew up at segment {seg}")
-        folder = out_path / job.folder
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".seg.", suffix=".extxyz", dir=folder)
-        os.close(fd)
-        try:
-            ase.io.write(tmp, frames, format="extxyz")
-            os.replace(tmp, folder / f"seg_{seg:05d}.extxyz")
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+            frames.append(_labelled(atoms, system=job.name, temperature=job.temperature, seed=job.seed,
+                                    step=(seg * job.segment_frames + k + 1) * job.stride))
+        yield seg, frames
         # continue from the state as written, so a resumed run is identical to an uninterrupted one
         last = ase.io.read(str(folder / f"seg_{seg:05d}.extxyz"), index=-1)
         atoms.positions = last.positions
         atoms.set_momenta(last.get_momenta())
-        written += n
+
+
+def _qm9_frames(job: Job, molecule: dict) -> list:
+    """MD from the QM9 geometry (two thirds of the frames), then randomly displaced copies of those frames."""
+    from ase.md.velocitydistribution import Stationary, ZeroRotation, thermalize_momenta
+
+    rng = np.random.default_rng([job.seed, molecule["index"], int(job.temperature)])
+    atoms = _qm9_atoms(molecule)
+    atoms.calc = _calculator(job.kind)
+    thermalize_momenta(atoms, temperature_K=job.temperature, rng=rng)
+    Stationary(atoms)
+    ZeroRotation(atoms)
+    dyn = _langevin(atoms, job, rng)
+    dyn.run(WARMUP_STEPS)
+    info = {"system": f"qm9_{molecule['index']}", "smiles": molecule["smiles"], "seed": job.seed}
+    md = []
+    for k in range(job.segment_frames - job.segment_frames // 3):
+        dyn.run(job.stride)
+        md.append(_labelled(atoms, temperature=job.temperature, step=WARMUP_STEPS + (k + 1) * job.stride, **info))
+    displaced = []
+    for k in range(job.segment_frames // 3):
+        atoms.positions = md[k % len(md)].positions + rng.normal(0, rng.uniform(0.02, 0.05), (len(atoms), 3))
+        displaced.append(_labelled(atoms, temperature=0.0, step=-1, **info))
+    return md + displaced
+
+
+def _pair_frames(job: Job, block: list[dict], seg: int) -> list:
+    rng = np.random.default_rng([job.seed, int(job.name[1:]), seg])
+    i, j = rng.choice(len(block), size=2, replace=len(block) < 2)
+    a, b = _qm9_atoms(block[i]), _qm9_atoms(block[j])
+    frames = []
+    for contact in PAIR_CONTACTS:
+        pair = _pair(a, b, contact + rng.uniform(-0.2, 0.2), rng)
+        pair.positions += rng.normal(0, 0.03, pair.positions.shape)
+        pair.calc = _calculator(job.kind)
+        frames.append(_labelled(pair, system=f"pair_{block[i]['index']}_{block[j]['index']}", seed=job.seed))
+    return frames
+
+
+def _bulk_frames(job: Job, seg: int) -> list:
+    """Cubic fcc cells (32 atoms) strained by up to ±4% (shear included) and rattled, labelled by EMT."""
+    from ase.build import bulk
+
+    rng = np.random.default_rng([job.seed, seg, *job.name.encode()])
+    frames = []
+    for k in range(min(job.segment_frames, job.n_frames - seg * job.segment_frames)):
+        atoms = bulk(job.name, "fcc", cubic=True).repeat((2, 2, 2))
+        strain = rng.uniform(-0.04, 0.04, (3, 3))
+        atoms.set_cell(atoms.cell.array @ (np.eye(3) + 0.5 * (strain + strain.T)), scale_atoms=True)
+        atoms.positions += rng.normal(0, rng.uniform(0.02, 0.1), (len(atoms), 3))
+        atoms.calc = _calculator(job.kind)
+        frames.append(_labelled(atoms, system=f"bulk_{job.name}", seed=job.seed))
+    return frames
+
+
+def _block_segments(job: Job, out: str, first_seg: int):
+    if job.kind == "bulk":
+        for seg in range(first_seg, job.n_segments):
+            yield seg, _bulk_frames(job, seg)
+        return
+    first = int(job.name[1:])
+    block = _selection(out)[first: first + job.n_segments]
+    for seg in range(first_seg, job.n_segments):
+        yield seg, _qm9_frames(job, block[seg]) if job.kind == "qm9" else _pair_frames(job, block, seg)
+
+
+def _write_segment(folder: Path, seg: int, frames: list) -> None:
+    import ase.io
+
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".seg.", suffix=".extxyz", dir=folder)
+    os.close(fd)
+    try:
+        ase.io.write(tmp, frames, format="extxyz")
+        os.replace(tmp, folder / f"seg_{seg:05d}.extxyz")
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def run_job(job: Job, out: str, progress=None) -> int:
+    """Run (or resume) one trajectory or block; returns the number of frames written by this call."""
+    os.environ["OMP_NUM_THREADS"] = "1"
+    folder = Path(out) / job.folder
+    done = _segments_done(Path(out), job)
+    if len(done) >= job.n_segments:
+        return 0
+    segments = (_md_segments(job, folder, done) if job.kind in ("xtb", "emt", "g2")
+                else _block_segments(job, str(out), len(done)))
+    written = 0
+    for seg, frames in segments:
+        _write_segment(folder, seg, frames)
+        written += len(frames)
         if progress is not None:
-            progress.put(n)
+            progress.put(len(frames))
     return written
 
 
@@ -286,7 +537,9 @@ def make_data(out: str | os.PathLike, jobs: list[Job], workers: int = 1) -> dict
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    manifest = {"jobs": [asdict(j) for j in jobs], "labels": {"xtb": "GFN2-xTB (tblite)", "emt": "ASE EMT"}}
+    labels = {"xtb": "GFN2-xTB (tblite)", "qm9": "GFN2-xTB (tblite)", "pair": "GFN2-xTB (tblite)",
+              "g2": "GFN2-xTB (tblite)", "emt": "ASE EMT", "bulk": "ASE EMT"}
+    manifest = {"jobs": [asdict(j) for j in jobs], "labels": labels}
     tmp = out / ".manifest.json.tmp"
     tmp.write_text(json.dumps(manifest, indent=1))
     os.replace(tmp, out / "manifest.json")
