@@ -85,8 +85,15 @@ def _save_final_last(trainer) -> None:
 
     Lightning writes ``last.ckpt`` only at its triggers (every N steps, epoch ends) and not again when training
     ends after them, so ``zoo publish .../last.ckpt`` would publish weights from before the last steps."""
+    import torch
+
     for callback in trainer.checkpoint_callbacks:
-        # only when stale: a save at the final step holds the state from before on_train_end hooks (EMA swaps)
-        stale = getattr(callback, "_last_global_step_saved", None) != trainer.global_step
-        if callback.save_last and callback.dirpath and stale:
-            trainer.save_checkpoint(os.path.join(callback.dirpath, callback.CHECKPOINT_NAME_LAST + callback.FILE_EXTENSION))
+        if not (callback.save_last and callback.dirpath):
+            continue
+        path = os.path.join(callback.dirpath, callback.CHECKPOINT_NAME_LAST + callback.FILE_EXTENSION)
+        # only when stale (a save at the final step already holds the final state); rank 0's file decides for
+        # every rank, since saving is collective. mmap: the step is read without reading the weights
+        saved = (torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("global_step")
+                 if trainer.is_global_zero and os.path.isfile(path) else None)
+        if trainer.strategy.broadcast(saved) != trainer.global_step:
+            trainer.save_checkpoint(path)

@@ -28,6 +28,7 @@ from zoo.bitdelta.delta import BitDelta, compress, parse_dtype_name
 from zoo.bitdelta.model import apply_deltas_, compressed_layers, delta_from_model
 from zoo.module import ZooModule
 from zoo.schedules import warmup_cosine
+from zoo.training import weight_decay_groups
 
 __all__ = ["CausalLM", "BitDeltaModule", "ScaleDistillation", "model_logits", "causal_lm_loss", "causal_lm",
            "text_tokenizer", "generate_text"]
@@ -220,11 +221,8 @@ class CausalLM(ZooModule):
 
     def configure_optimizers(self):
         hp = self.hparams
-        decay = [p for n, p in self.named_parameters() if p.requires_grad and p.dim() >= 2]
-        no_decay = [p for n, p in self.named_parameters() if p.requires_grad and p.dim() < 2]
-        optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": hp.weight_decay},
-                                       {"params": no_decay, "weight_decay": 0.0}],
-                                      lr=hp.lr, betas=tuple(hp.betas or (0.9, 0.95)))
+        optimizer = torch.optim.AdamW(weight_decay_groups(self, hp.weight_decay), lr=hp.lr,
+                                      betas=tuple(hp.betas or (0.9, 0.95)))
 
         return warmup_cosine(optimizer, hp.warmup_steps, hp.max_steps, hp.min_lr_ratio)
 
@@ -354,13 +352,14 @@ class BitDeltaModule(ZooModule):
                              top_k=top_k, top_p=top_p, seed=seed, device=lm.device)[0]
 
     def _inner_step(self, hook: str, batch, batch_idx):
-        """Run a zoo base module's own step; its ``self.log`` goes through our trainer."""
+        """Run a zoo base module's own step. The Trainer drives this module only, so the inner one's ``self.log``
+        is routed to ours for the call (an instance attribute shadows the method)."""
         inner = self.model
-        inner._trainer, inner._current_fx_name = self._trainer, self._current_fx_name
+        inner.log = self.log
         try:
             return getattr(inner, hook)(batch, batch_idx)
         finally:
-            inner._trainer, inner._current_fx_name = None, None
+            del inner.log
 
     def training_step(self, batch, batch_idx):
         if isinstance(self.model, L.LightningModule):  # a zoo base module knows its own loss
