@@ -16,9 +16,8 @@ from zoo.module import ZooModule
 __all__ = ["publish", "render_card", "module_from_checkpoint", "TEMPLATE_PATH"]
 
 
-def module_from_checkpoint(path: str | os.PathLike) -> ZooModule:
-    """Rebuild a ZooModule from a Lightning ``.ckpt`` (see :meth:`ZooModule.from_checkpoint`)."""
-    return ZooModule.from_checkpoint(path)
+# a ZooModule rebuilt from a Lightning .ckpt, without unpickling code
+module_from_checkpoint = ZooModule.from_checkpoint
 
 
 def publish(model: ZooModule | str | os.PathLike, repo: str | os.PathLike, **kwargs) -> dict[str, Any]:
