@@ -7,7 +7,7 @@ import torch
 from bitdelta_testdata import FIXTURES
 
 import zoo
-from zoo.bitdelta.convert import from_official, from_upstream, read_official
+from zoo.bitdelta.convert import from_official, from_upstream
 from zoo.bitdelta.delta import BitDelta, base_fingerprint
 
 
