@@ -1,9 +1,4 @@
-"""Training helpers shared by the methods: one EMA of weights, timm's weight-decay groups, the attached Trainer.
-
-:class:`EMA` is the average itself (RCG publishes one inside its weights as ``ema.shadow.*``);
-:class:`EMAWeights` is the Lightning callback that trains with one: validation runs on the averaged weights and
-they become the module's weights when training ends, as ``save_pretrained`` after ``fit`` writes them.
-"""
+"""Training helpers shared by the methods: one EMA of weights, timm's weight-decay groups, the attached Trainer."""
 
 from __future__ import annotations
 
@@ -23,15 +18,12 @@ EMA_CHECKPOINT_KEY = "zoo_ema"
 
 class EMA(nn.Module):
     """EMA of a module's parameters with LDM's warm-up: update n uses decay min(decay, (1 + n) / (10 + n)).
-
-    State: ``shadow.*`` (the averaged copy of the module, callable) and ``num_updates``.
-    """
+    State: ``shadow.*`` (the averaged copy, callable; RCG publishes it as ``ema.shadow.*``) and ``num_updates``."""
 
     def __init__(self, module: nn.Module, decay: float = 0.9999):
         super().__init__()
         self.max_decay = decay
-        self.shadow = copy.deepcopy(module)
-        self.shadow.requires_grad_(False)
+        self.shadow = copy.deepcopy(module).requires_grad_(False)
         self.register_buffer("num_updates", torch.zeros((), dtype=torch.long))
 
     @torch.no_grad()

@@ -361,13 +361,16 @@ class BitDeltaModule(ZooModule):
         finally:
             del inner.log
 
-    def training_step(self, batch, batch_idx):
+    def _step(self, hook: str, name: str, batch, batch_idx):
         if isinstance(self.model, L.LightningModule):  # a zoo base module knows its own loss
-            return self._inner_step("training_step", batch, batch_idx)
+            return self._inner_step(hook, batch, batch_idx)
         inputs = _as_inputs(batch)
         loss = causal_lm_loss(model_logits(self.model, inputs), inputs["input_ids"], inputs.get("attention_mask"))
-        self.log("train_loss", loss, prog_bar=True)
+        self.log(name, loss, prog_bar=True)
         return loss
+
+    def training_step(self, batch, batch_idx):
+        return self._step("training_step", "train_loss", batch, batch_idx)
 
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
         for layer in compressed_layers(self.model).values():  # keep merged weights in step with the new scales
@@ -375,11 +378,7 @@ class BitDeltaModule(ZooModule):
                 layer.refresh_merged()
 
     def validation_step(self, batch, batch_idx):
-        if isinstance(self.model, L.LightningModule):
-            return self._inner_step("validation_step", batch, batch_idx)
-        inputs = _as_inputs(batch)
-        loss = causal_lm_loss(model_logits(self.model, inputs), inputs["input_ids"], inputs.get("attention_mask"))
-        self.log("val_loss", loss, prog_bar=True)
+        return self._step("validation_step", "val_loss", batch, batch_idx)
 
     def configure_optimizers(self):
         trainable = [p for p in self.parameters() if p.requires_grad]

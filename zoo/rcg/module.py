@@ -174,12 +174,8 @@ class MocoV3Module(_RCGStage):
 
     @torch.no_grad()
     def encode(self, images: torch.Tensor) -> torch.Tensor:
-        was_training = self.encoder.training
-        self.encoder.eval()
-        try:
+        with eval_mode(self.encoder):
             return self.encoder.represent(images.to(self.encoder.cls_token.dtype)).float()
-        finally:
-            self.encoder.train(was_training)
 
     def _contrastive(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         q, k = F.normalize(q, dim=1), F.normalize(k, dim=1)
