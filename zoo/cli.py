@@ -125,11 +125,8 @@ def cmd_publish(args) -> None:
     except ValueError:
         raise SystemExit(f"--dtype {args.dtype!r} is not a floating torch dtype; use e.g. bfloat16 or float16") from None
     src = module_from_checkpoint(args.source) if args.source.endswith(".ckpt") else load(args.source)
-    if dtype is not None and hasattr(src, "store_carried_as"):
-        # a delta keeps its packed signs and fp32 scales: only its carried full-precision tensors take the dtype
-        src.store_carried_as(dtype)
-    elif dtype is not None:
-        src = src.to(dtype)
+    if dtype is not None:
+        src = src.store_as_(dtype)
     result = publish(src, args.repo, card=card, endpoint=args.endpoint, token=args.token, private=args.private,
                      max_shard_bytes=int(args.max_shard_mb * 1024**2))
     print(f"repo   {result['repo']}")

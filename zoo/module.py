@@ -160,6 +160,11 @@ class ZooModule(L.LightningModule):
         """The tensors saved to safetensors; methods may drop derived buffers here."""
         return self.state_dict()
 
+    def store_as_(self, dtype: torch.dtype) -> ZooModule:
+        """Store the floating weights in ``dtype`` from now on (``zoo publish --dtype``): a cast, unless the saved
+        tensors are not the parameters' values (a BitDelta overrides this)."""
+        return self.to(dtype)
+
     def save_pretrained(
         self,
         directory: str | os.PathLike,

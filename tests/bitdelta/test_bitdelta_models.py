@@ -128,3 +128,11 @@ def test_lightning_checkpoint_publishes_as_a_delta(tmp_path, delta_a):
     trained = model.to_delta()
     assert all(torch.equal(published.scales[n], trained.scales[n]) for n in trained.modules)
     assert all(torch.equal(published.params[k], trained.params[k]) for k in trained.params)
+
+
+def test_publish_dtype_of_a_distillation_checkpoint_says_to_publish_first():
+    from zoo.bitdelta.module import ScaleDistillation
+    from zoo.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"publish it first, then `zoo publish DELTA_FOLDER REPO --dtype bfloat16`"):
+        ScaleDistillation.store_as_(None, torch.bfloat16)

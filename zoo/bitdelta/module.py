@@ -26,6 +26,7 @@ from zoo._io import DEFAULT_SHARD_BYTES, atomic_path
 from zoo.bitdelta._base import load_model
 from zoo.bitdelta.delta import BitDelta, compress, parse_dtype_name
 from zoo.bitdelta.model import apply_deltas_, compressed_layers, delta_from_model
+from zoo.errors import ConfigError
 from zoo.module import ZooModule
 from zoo.schedules import warmup_cosine
 from zoo.training import weight_decay_groups
@@ -316,9 +317,11 @@ class BitDeltaModule(ZooModule):
         state = self.model.state_dict()
         return delta_from_model(self.model, {n: state[n].to(self.carried_dtypes[n]) for n in self.carried}, self._identity)
 
-    def store_carried_as(self, dtype: torch.dtype) -> None:
-        """Save the carried full-precision tensors in ``dtype`` from now on (e.g. bf16 to shrink a delta repo)."""
+    def store_as_(self, dtype: torch.dtype) -> BitDeltaModule:
+        """Save the carried full-precision tensors in ``dtype`` from now on (e.g. bf16 to shrink a delta repo); the
+        packed signs and fp32 scales stay as they are."""
         self.carried_dtypes = {n: dtype if d.is_floating_point else d for n, d in self.carried_dtypes.items()}
+        return self
 
     def pretrained_state_dict(self) -> dict[str, torch.Tensor]:
         return self.to_delta().state_dict()
@@ -493,6 +496,10 @@ class ScaleDistillation(ZooModule):
                 params[key] = value
         params.update({k: state[k] for k in self._new_tensors})
         return delta_from_model(self.model, params, self._identity)
+
+    def store_as_(self, dtype: torch.dtype) -> ScaleDistillation:
+        raise ConfigError("a distillation checkpoint publishes its delta as trained; publish it first, then "
+                          f"`zoo publish DELTA_FOLDER REPO --dtype {str(dtype).removeprefix('torch.')}`")
 
     def pretrained_state_dict(self) -> dict[str, torch.Tensor]:
         return self.to_delta().state_dict()

@@ -33,8 +33,7 @@ from zoo.rcg.model import (
     ddim_sample,
 )
 from zoo.schedules import warmup_cosine
-from zoo.training import EMA, attached_trainer
-from zoo.training import weight_decay_groups as _decay_groups  # zoo/rcg/pipeline.py imports this name
+from zoo.training import EMA, attached_trainer, weight_decay_groups
 
 __all__ = ["MocoV3Module", "VQGANModule", "RDMModule", "MAGEModule", "mage_targets", "mage_training_loss", "load_prefixed", "eval_mode"]
 
@@ -485,6 +484,6 @@ class MAGEModule(_RCGStage):
 
     def configure_optimizers(self):
         lr = self.hparams.blr * _effective_batch(self.trainer, 4096) / 256
-        opt = torch.optim.AdamW(_decay_groups(self.mage, self.hparams.weight_decay), lr=lr,
+        opt = torch.optim.AdamW(weight_decay_groups(self.mage, self.hparams.weight_decay), lr=lr,
                                 betas=tuple(self.hparams.betas))
         return _schedule(opt, self.trainer, self.hparams.warmup_epochs)

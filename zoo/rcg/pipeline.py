@@ -32,7 +32,6 @@ from zoo.rcg.model import (
     ddim_timesteps,
 )
 from zoo.rcg.module import (
-    _decay_groups,
     _effective_batch,
     _freeze,
     _images_and_labels,
@@ -41,6 +40,7 @@ from zoo.rcg.module import (
     eval_mode,
     mage_training_loss,
 )
+from zoo.training import weight_decay_groups
 
 __all__ = ["RCGPipeline", "SAMPLING_DEFAULTS"]
 
@@ -262,7 +262,7 @@ class RCGPipeline(_RCGStage):
 
     def configure_optimizers(self):
         lr = self.hparams.blr * _effective_batch(self.trainer, 4096) / 256
-        opt = torch.optim.AdamW(_decay_groups(self.mage, self.hparams.weight_decay), lr=lr, betas=(0.9, 0.95))
+        opt = torch.optim.AdamW(weight_decay_groups(self.mage, self.hparams.weight_decay), lr=lr, betas=(0.9, 0.95))
         return _schedule(opt, self.trainer, self.hparams.warmup_epochs)
 
     def model_card_fields(self) -> dict[str, Any]:
