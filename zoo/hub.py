@@ -279,46 +279,68 @@ class _NotCached(Exception):
     """A pinned file is not (or not intact) in the local cache: it has to be downloaded."""
 
 
+def _hf_download(repo_id: str, path: str, revision: str, *, endpoint: str | None = None,
+                 cache_dir: str | None = None, local_only: bool = False) -> Path:
+    from huggingface_hub import hf_hub_download
+
+    with hub_errors(repo_id, revision, path):
+        return Path(hf_hub_download(repo_id, path, revision=revision, endpoint=endpoint or hf_endpoint(),
+                                    cache_dir=cache_dir or hf_cache_dir(), local_files_only=local_only,
+                                    library_name="zoo"))
+
+
+def _cached(repo_id: str, path: str, revision: str, spec: FileSpec, cache_dir: str | None = None) -> Path:
+    """The HF cache's copy of ``path`` if it holds exactly ``spec``'s bytes (no network call), else _NotCached; a
+    truncated or altered copy is deleted, never used."""
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        local = _hf_download(repo_id, path, revision, cache_dir=cache_dir, local_only=True)
+    except OfflineError as err:
+        if isinstance(err.__context__, LocalEntryNotFoundError):
+            raise _NotCached from None
+        raise
+    if not _matches(local, spec):
+        _delete(local)
+        raise _NotCached
+    return local
+
+
+def _download_verified(repo_id: str, path: str, revision: str, complaint, *, endpoint: str | None = None,
+                       cache_dir: str | None = None, local_only: bool = False) -> Path:
+    """``path`` of a Hub repo through the HF cache, judged by ``complaint(local)``: None for a good copy, an error to
+    raise at once, or the IntegrityError message should the copy be bad twice. A bad copy is deleted, and downloaded
+    once more since a transfer can be damaged."""
+    for _ in range(2):
+        local = _hf_download(repo_id, path, revision, endpoint=endpoint, cache_dir=cache_dir, local_only=local_only)
+        problem = complaint(local)
+        if problem is None:
+            return local
+        _delete(local)
+        if isinstance(problem, Exception):
+            raise problem
+    raise IntegrityError(problem)
+
+
 def _hub_file(repo_id: str, spec: FileSpec, revision: str, *, local_only: bool, endpoint: str | None,
               cache_dir: str | None) -> Path:
     """One pinned file of a Hub repo, verified: from the HF cache, or downloaded (retried once if damaged)."""
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import LocalEntryNotFoundError
+    if local_only:
+        return _cached(repo_id, spec.path, revision, spec, cache_dir)
 
-    for attempt in range(1 if local_only else 2):
-        try:
-            with hub_errors(repo_id, revision, spec.path):
-                local = Path(hf_hub_download(repo_id, spec.path, revision=revision, endpoint=endpoint or hf_endpoint(),
-                                             cache_dir=cache_dir or hf_cache_dir(), local_files_only=local_only,
-                                             library_name="zoo"))
-        except OfflineError as err:
-            if local_only and isinstance(err.__context__, LocalEntryNotFoundError):
-                raise _NotCached from None
-            raise
+    def complaint(local: Path) -> str | Exception | None:
         if _matches(local, spec):
-            return local
-        if local_only:  # a truncated or altered cache copy: never use it, fetch it again
-            _delete(local)
-            raise _NotCached
+            return None
         message = _mismatch(spec, local)
         if _matches_server_claim(local):  # the server stands by these bytes: the repo changed, not the transfer
-            _delete(local)
-            raise RepoChangedError(
+            return RepoChangedError(
                 f"{message}: Hub repo {repo_id}@{revision} serves a different {spec.path} than this zoo release "
                 "pinned, so this Hub repo changed since this zoo release. Upgrade the zoo (`pip install -U "
                 "lightning-zoo`), or load the commit this release was made from with revision=<commit>.")
-        _delete(local)
-        if attempt == 1:
-            raise IntegrityError(f"{message}, twice in a row from {repo_id}@{revision}: the transfer or the server "
-                                 "is damaging the file. Nothing was kept; try again later or from another mirror.")
-    raise AssertionError("unreachable")
+        return (f"{message}, twice in a row from {repo_id}@{revision}: the transfer or the server is damaging the "
+                "file. Nothing was kept; try again later or from another mirror.")
 
-
-def _snapshot_root(local: Path, repo_path: str) -> Path:
-    root = local
-    for _ in Path(repo_path).parts:
-        root = root.parent
-    return root
+    return _download_verified(repo_id, spec.path, revision, complaint, endpoint=endpoint, cache_dir=cache_dir)
 
 
 def _hub_snapshot(entry: ModelEntry, revision: str, *, local_only: bool, endpoint: str | None,
@@ -328,7 +350,7 @@ def _hub_snapshot(entry: ModelEntry, revision: str, *, local_only: bool, endpoin
         local = _hub_file(entry.hub_repo, spec, revision, local_only=local_only, endpoint=endpoint,
                           cache_dir=cache_dir)
         if snapshot is None:
-            snapshot = _snapshot_root(local, spec.path)
+            snapshot = local.parents[len(Path(spec.path).parts) - 1]  # the snapshot folder holding spec.path
             revision = snapshot.name  # the commit a branch resolved to: every file comes from that one commit
     return snapshot
 
@@ -433,17 +455,11 @@ def _resolve_manifest(repo_id: str, revision: str, endpoint: str | None, cache_d
 def _verified_regular_file(repo_id: str, path: str, commit: str, blob_id: str, endpoint: str | None,
                            cache_dir: str | None) -> dict:
     """A small regular file's sha256, from its bytes once they match the Hub's git blob id."""
-    from huggingface_hub import hf_hub_download
-
-    for _ in range(2):
-        with hub_errors(repo_id, commit, path):
-            local = Path(hf_hub_download(repo_id, path, revision=commit, endpoint=endpoint or hf_endpoint(),
-                                         cache_dir=cache_dir or hf_cache_dir(), library_name="zoo"))
-        if _git_blob_id(local) == blob_id:
-            return {"sha256": sha256_file(local), "size": local.stat().st_size}
-        _delete(local)  # a damaged cached or transferred copy: fetch it once more
-    raise IntegrityError(f"hf://{repo_id}/{path}: git blob id of the downloaded bytes is not {blob_id} from the "
-                         "Hub, twice in a row; nothing was kept")
+    wrong = (f"hf://{repo_id}/{path}: git blob id of the downloaded bytes is not {blob_id} from the Hub, twice in a "
+             "row; nothing was kept")
+    local = _download_verified(repo_id, path, commit, lambda local: None if _git_blob_id(local) == blob_id else wrong,
+                               endpoint=endpoint, cache_dir=cache_dir)
+    return {"sha256": sha256_file(local), "size": local.stat().st_size}
 
 
 # ----------------------------------------------------------------------------- upstream files
@@ -561,39 +577,24 @@ def _parse_hf_url(url: str) -> tuple[str, str | None, str]:
 
 def _fetch_hf_upstream(entry: ModelEntry, spec: FileSpec) -> Path:
     """An official file hosted on the Hub: through the HF cache, checked against the Hub's LFS sha256."""
-    from huggingface_hub import hf_hub_download
-
-    from huggingface_hub.errors import LocalEntryNotFoundError
-
     repo_id, revision, path = _parse_hf_url(spec.url)
     revision = revision or "main"
-    pinned = _recorded_pin(entry, spec)
-    if pinned.sha256:  # pinned and cached: no network call
-        try:
-            local = Path(hf_hub_download(repo_id, path, revision=revision, cache_dir=hf_cache_dir(),
-                                         local_files_only=True, library_name="zoo"))
-        except LocalEntryNotFoundError:
-            pass
-        else:
-            if _matches(local, pinned):
-                return local
-            _delete(local)  # a damaged cache copy
-    spec = pinned
-    for _ in range(2):
-        with hub_errors(repo_id, revision, path):
-            local = Path(hf_hub_download(repo_id, path, revision=revision, endpoint=hf_endpoint(),
-                                         cache_dir=hf_cache_dir(), local_files_only=is_offline(),
-                                         library_name="zoo"))
+    spec = _recorded_pin(entry, spec)
+    if spec.sha256:  # pinned and cached: no network call
+        with contextlib.suppress(_NotCached):
+            return _cached(repo_id, path, revision, spec)
+
+    def complaint(local: Path) -> str | Exception | None:
         if (spec.sha256 and _matches(local, spec)) or (not spec.sha256 and _matches_server_claim(local)):
-            return local
-        claim = Path(os.path.realpath(local)).name
-        _delete(local)
-        if spec.sha256 is None and len(claim) not in (40, 64):
-            raise IntegrityError(f"{spec.url}: the server sent no hash for {path}, so it cannot be verified; "
+            return None
+        if spec.sha256 is None and len(Path(os.path.realpath(local)).name) not in (40, 64):
+            return IntegrityError(f"{spec.url}: the server sent no hash for {path}, so it cannot be verified; "
                                  f"download it from the Hub itself")
-    raise IntegrityError(f"{spec.url}: the downloaded bytes do not match "
-                         f"{'the pinned sha256 ' + spec.sha256 if spec.sha256 else 'the hash the Hub announced'}, "
-                         "twice in a row; nothing was kept")
+        return (f"{spec.url}: the downloaded bytes do not match "
+                f"{'the pinned sha256 ' + spec.sha256 if spec.sha256 else 'the hash the Hub announced'}, "
+                "twice in a row; nothing was kept")
+
+    return _download_verified(repo_id, path, revision, complaint, local_only=is_offline())
 
 
 def _recorded_pin(entry: ModelEntry, spec: FileSpec) -> FileSpec:
