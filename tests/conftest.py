@@ -21,4 +21,12 @@ def isolated_caches(tmp_path_factory, monkeypatch):
     yield root
 
 
-from hubserver import hf_hub_server  # noqa: E402,F401  (the loopback Hub fixture)
+@pytest.fixture
+def hub(monkeypatch):
+    """A fresh loopback Hub (tests/hubserver.py) per test, with the zoo pointed at it and a token that may write."""
+    from hubserver import hub_server
+
+    with hub_server() as server:
+        monkeypatch.setenv("ZOO_HF_ENDPOINT", server.endpoint)
+        monkeypatch.setenv("HF_TOKEN", "dummy")
+        yield server

@@ -25,11 +25,10 @@ TESTS = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def hub(hf_hub_server, monkeypatch):
-    monkeypatch.setenv("ZOO_HF_ENDPOINT", hf_hub_server.endpoint)
-    monkeypatch.setenv("HF_TOKEN", "dummy")
-    monkeypatch.setattr("time.sleep", lambda s: None)  # the client's retry pauses
-    return hf_hub_server
+def hub(hub, monkeypatch):
+    """conftest's loopback Hub, without the client's retry pauses."""
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    return hub
 
 
 def _publish(name, *, seed=0, pin_commit=True, width=8):

@@ -15,13 +15,6 @@ CARD = {"name": "toy-hf", "description": "A toy regressor.", "license": "mit", "
         "metrics": [{"name": "mse", "value": 0.125, "dataset": "random", "split": "test"}]}
 
 
-@pytest.fixture
-def hub(hf_hub_server, monkeypatch):
-    monkeypatch.setenv("ZOO_HF_ENDPOINT", hf_hub_server.endpoint)
-    monkeypatch.setenv("HF_TOKEN", "dummy")
-    return hf_hub_server
-
-
 def _publish(hub, name, model=None):
     model = model or ToyRegressor(width=8)
     result = zoo.publish(model, f"hf://user/{name}", card={**CARD, "name": name})

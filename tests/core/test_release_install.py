@@ -35,13 +35,6 @@ def weights_digest(model) -> str:
     return h.hexdigest()
 
 
-@pytest.fixture
-def hub(hf_hub_server, monkeypatch):
-    monkeypatch.setenv("ZOO_HF_ENDPOINT", hf_hub_server.endpoint)
-    monkeypatch.setenv("HF_TOKEN", "dummy")
-    return hf_hub_server
-
-
 def test_dry_run_lists_every_entry_with_its_hub_home_and_pins(capsys):
     assert main(["release", "--dry-run"]) == 0
     out = capsys.readouterr().out

@@ -151,10 +151,8 @@ def test_stage_inits_load_the_frozen_parts(converted, image_folder):
         fit(missing, data_for(image_folder, "rdm"), steps=1)
 
 
-def test_stage_inits_take_hf_uris(hf_hub_server, monkeypatch):
+def test_stage_inits_take_hf_uris(hub):
     """``encoder_init`` resolves names as zoo.load does (a copy of the resolver once refused ``hf://``)."""
-    monkeypatch.setenv("ZOO_HF_ENDPOINT", hf_hub_server.endpoint)
-    monkeypatch.setenv("HF_TOKEN", "dummy")
     moco = MocoV3Module(encoder=TINY_ENCODER, predictor_hidden_dim=32)
     zoo.publish(moco, "hf://user/tiny-moco")
     rdm = RDMModule(rdm=dict(in_channels=16, model_channels=16, bottleneck_channels=8, num_res_blocks=1),
