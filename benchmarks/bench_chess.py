@@ -172,13 +172,14 @@ def main() -> None:
         return official_worker(args.official_worker, args.positions, args.seed, args.params_out)
 
     from zoo.chess.convert import haiku_to_state_dict, read_npz
-    from zoo.chess.model import CONFIGS
     from zoo.chess.module import ChessTransformerModule
+    from zoo.registry import get_entry
 
     os.sched_setaffinity(0, {CPU})
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    module = ChessTransformerModule(policy="action_value", **CONFIGS["9M"]).eval()
+    arch = get_entry("chess-9m").architecture
+    module = ChessTransformerModule(**{k: arch[k] for k in ("policy", "num_layers", "embedding_dim", "num_heads")}).eval()
     boards = random_positions(args.positions, args.seed)
     n_moves = sum(b.legal_moves.count() for b in boards)
 

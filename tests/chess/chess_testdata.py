@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "chess"
+TINY = dict(num_layers=2, embedding_dim=32, num_heads=4)  # a CPU-sized ChessTransformer (the official sizes: catalog)
 
 
 def load_json(name: str):

@@ -2,10 +2,9 @@ import chess
 import numpy as np
 import pytest
 import torch
-from chess_testdata import engine_positions as _boards
+from chess_testdata import TINY, engine_positions as _boards
 
 from zoo.chess.engine import board_svg, legal_moves, parse_move
-from zoo.chess.model import CONFIGS
 from zoo.chess.module import ChessTransformerModule
 
 
@@ -33,7 +32,7 @@ def test_batched_equals_single_position(tiny_av):
 
 def _random_module(policy):
     torch.manual_seed(1)
-    return ChessTransformerModule(policy=policy, **CONFIGS["tiny"]).eval()
+    return ChessTransformerModule(policy=policy, **TINY).eval()
 
 
 def test_state_value_engine_flips_child_buckets():

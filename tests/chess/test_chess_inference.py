@@ -5,16 +5,16 @@ import chess
 import numpy as np
 import pytest
 import torch
-from chess_testdata import engine_positions
+from chess_testdata import TINY, engine_positions
 
-from zoo.chess.model import CONFIGS, CPU_CHUNK_ROWS, ChessTransformer, ChessTransformerConfig, LastPositionPredictor
+from zoo.chess.model import CPU_CHUNK_ROWS, ChessTransformer, ChessTransformerConfig, LastPositionPredictor
 from zoo.chess.module import ChessTransformerModule
 from zoo.chess.tokenizer import FEN_LENGTH, NUM_ACTIONS, VOCAB
 
 
 def _random_model(policy="action_value", seed=0, **arch):
     torch.manual_seed(seed)
-    return ChessTransformer(ChessTransformerConfig(policy=policy, **(arch or CONFIGS["tiny"]))).eval()
+    return ChessTransformer(ChessTransformerConfig(policy=policy, **(arch or TINY))).eval()
 
 
 def _sequences(n, length, seed=0):
@@ -127,7 +127,7 @@ def test_rejects_sequences_longer_than_the_position_table():
 
 
 def test_module_engine_passes_precision():
-    module = ChessTransformerModule(policy="behavioral_cloning", **CONFIGS["tiny"])
+    module = ChessTransformerModule(policy="behavioral_cloning", **TINY)
     engine = module.engine(precision="bf16")
     assert engine.predictor.precision == "bf16"
     analysis = engine.analyse(chess.Board())

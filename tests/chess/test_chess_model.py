@@ -1,11 +1,13 @@
 import numpy as np
 import pytest
 import torch
+from chess_testdata import TINY
 
 import zoo
 from zoo.chess.convert import convert, haiku_to_state_dict, infer_config, read_npz
-from zoo.chess.model import CONFIGS, ChessTransformer, ChessTransformerConfig
+from zoo.chess.model import ChessTransformer, ChessTransformerConfig
 from zoo.chess.module import ChessTransformerModule, hl_gauss_targets
+from zoo.registry import get_entry, list_models
 
 
 def _io(fixtures_dir):
@@ -49,19 +51,18 @@ def test_transposes_haiku_linears(fixtures_dir):
         infer_config(params, policy="behavioral_cloning", num_heads=4)
 
 
-@pytest.mark.parametrize(
-    "name, policy, expected",
-    [("9M", "action_value", 8_954_240), ("9M", "behavioral_cloning", 9_427_120), ("136M", "action_value", 136_479_872), ("270M", "action_value", 270_730_368)],
-)
-def test_official_sizes_have_the_official_parameter_counts(name, policy, expected):
+@pytest.mark.parametrize("name", list_models(method="chess"))
+def test_catalog_architectures_have_their_stated_parameter_counts(name):
+    arch = get_entry(name).architecture
+    fields = ("policy", "num_layers", "embedding_dim", "num_heads", "widening_factor")
     with torch.device("meta"):
-        model = ChessTransformer(ChessTransformerConfig(policy=policy, **CONFIGS[name]))
-    assert model.num_params() == expected
+        model = ChessTransformer(ChessTransformerConfig(**{k: arch[k] for k in fields}))
+    assert model.num_params() == arch["num_params"]
 
 
 def test_save_and_load_round_trip(tmp_path):
     torch.manual_seed(0)
-    module = ChessTransformerModule(policy="state_value", **CONFIGS["tiny"])
+    module = ChessTransformerModule(policy="state_value", **TINY)
     module.save_pretrained(tmp_path)
     loaded = zoo.load(tmp_path)
     x = torch.randint(0, 31, (3, 78))

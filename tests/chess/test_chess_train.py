@@ -4,11 +4,11 @@ import lightning as L
 import numpy as np
 import pytest
 import torch
+from chess_testdata import TINY
 
 import zoo
 from zoo.chess.bag import BagReader, decode_record
 from zoo.chess.data import ChessBagDataset, ChessDataModule, find_bag, mirror_record, record_to_sequence
-from zoo.chess.model import CONFIGS
 from zoo.chess.module import BOARD_CHARACTERS, ChessTransformerModule, move_lookup_channels, square_factored_action_embeddings
 from zoo.chess.tokenizer import ACTION_TO_INDEX, VOCAB, square_token_index, tokenize
 
@@ -150,7 +150,7 @@ def test_loaded_model_fine_tunes_on_generated_data(tiny_av_dir, generated_data):
 
 @pytest.mark.parametrize("policy", ["state_value", "behavioral_cloning"])
 def test_other_policies_train_from_scratch(policy, generated_data):
-    model = ChessTransformerModule(policy=policy, hl_gauss_sigma=0.75 if policy == "state_value" else None, **CONFIGS["tiny"])
+    model = ChessTransformerModule(policy=policy, hl_gauss_sigma=0.75 if policy == "state_value" else None, **TINY)
     trainer = _trainer()
     trainer.fit(model, datamodule=ChessDataModule(str(generated_data), policy=policy, batch_size=8))
     assert "val_loss" in trainer.callback_metrics

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from zoo.chess.tokenizer import FEN_LENGTH, NUM_ACTIONS
 
-__all__ = ["ChessTransformerConfig", "ChessTransformer", "CONFIGS", "POLICIES", "sequence_length", "output_size"]
+__all__ = ["ChessTransformerConfig", "ChessTransformer", "POLICIES", "sequence_length", "output_size"]
 
 POLICIES = ("action_value", "state_value", "behavioral_cloning")
 LN_EPS = 1e-5
@@ -69,16 +69,6 @@ class ChessTransformerConfig:
     @property
     def sequence_length(self) -> int:
         return sequence_length(self.policy)
-
-
-# name -> architecture (the official sizes, the example "local" one and small CPU sizes)
-CONFIGS: dict[str, dict] = {
-    "9M": dict(num_layers=8, embedding_dim=256, num_heads=8),
-    "136M": dict(num_layers=8, embedding_dim=1024, num_heads=8),
-    "270M": dict(num_layers=16, embedding_dim=1024, num_heads=8),
-    "local": dict(num_layers=4, embedding_dim=64, num_heads=4),
-    "tiny": dict(num_layers=2, embedding_dim=32, num_heads=4),
-}
 
 
 # ----------------------------------------------------------------------------- blocks
