@@ -1,5 +1,6 @@
 import os
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -30,3 +31,17 @@ def hub(monkeypatch):
         monkeypatch.setenv("ZOO_HF_ENDPOINT", server.endpoint)
         monkeypatch.setenv("HF_TOKEN", "dummy")
         yield server
+
+
+@pytest.fixture
+def file_server(monkeypatch):
+    """A loopback file server (tests/fileserver.py) for upstream downloads; retry pauses are logged in ``.pauses``
+    instead of slept."""
+    from fileserver import FileServer
+
+    server = FileServer()
+    server.pauses = []
+    monkeypatch.setattr("time.sleep", server.pauses.append)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()

@@ -1,10 +1,9 @@
 """Embedded and upstream sources: pins, tampering, truncation, offline behaviour and concurrent first loads."""
 
-import http.server
+import hashlib
 import subprocess
 import sys
 import textwrap
-import threading
 from pathlib import Path
 
 import pytest
@@ -16,45 +15,6 @@ import zoo
 from zoo._io import sha256_file
 from zoo.hub import DownloadError, IntegrityError, OfflineError
 from zoo.registry import FileSpec, ModelEntry, register_model
-
-
-class _Files(http.server.ThreadingHTTPServer):
-    """Serves a dict of path -> bytes; can truncate responses and counts requests."""
-
-    def __init__(self):
-        self.files, self.truncate, self.hits = {}, set(), []
-        files = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                files.hits.append(self.path)
-                body = files.files.get(self.path)
-                if body is None:
-                    self.send_error(404)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html" if body.startswith(b"<!DOCTYPE") else "application/octet-stream")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body[: len(body) // 2] if self.path in files.truncate else body)
-
-            def log_message(self, *args):
-                pass
-
-        super().__init__(("127.0.0.1", 0), Handler)
-
-    @property
-    def url(self):
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-@pytest.fixture
-def files_server():
-    server = _Files()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
 
 
 def _official_bytes(tmp_path, seed=0):
@@ -75,52 +35,47 @@ def _upstream_entry(name, server, data, *, pinned=True):
 
 
 def sha256_file_bytes(data):
-    import hashlib
-
     return hashlib.sha256(data).hexdigest()
 
 
-def test_upstream_download_convert_and_cache(tmp_path, files_server):
+def test_upstream_download_convert_and_cache(tmp_path, file_server):
     model, data = _official_bytes(tmp_path)
-    _upstream_entry("toy-up", files_server, data)
+    _upstream_entry("toy-up", file_server, data)
     loaded = zoo.load("toy-up")
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), loaded.state_dict().values()))
-    n = len(files_server.hits)
+    n = len(file_server.hits)
     zoo.load("toy-up")  # cached: no request
-    assert len(files_server.hits) == n
+    assert len(file_server.hits) == n
 
 
-def test_upstream_tampered_file_is_rejected_and_not_kept(tmp_path, files_server, isolated_caches):
+def test_upstream_tampered_file_is_rejected_and_not_kept(tmp_path, file_server, isolated_caches):
     _, data = _official_bytes(tmp_path)
-    entry = _upstream_entry("toy-tampered", files_server, data)
-    files_server.files["/toy-tampered/official.safetensors"] = data[:-1] + bytes([data[-1] ^ 1])
+    entry = _upstream_entry("toy-tampered", file_server, data)
+    file_server.files["/toy-tampered/official.safetensors"] = data[:-1] + bytes([data[-1] ^ 1])
     with pytest.raises(IntegrityError, match=f"expected sha256 {entry.upstream[0].sha256}"):
         zoo.load("toy-tampered")
     downloads = isolated_caches / "zoo" / "downloads" / "toy-tampered"
     assert not downloads.exists() or not any(downloads.iterdir())
-    files_server.files["/toy-tampered/official.safetensors"] = data  # server fixed: next load works
+    file_server.files["/toy-tampered/official.safetensors"] = data  # server fixed: next load works
     zoo.load("toy-tampered")
 
 
-def test_upstream_truncated_transfer_is_retried_then_reported(tmp_path, files_server, isolated_caches, monkeypatch):
-    pauses = []
-    monkeypatch.setattr("time.sleep", pauses.append)
+def test_upstream_truncated_transfer_is_retried_then_reported(tmp_path, file_server, isolated_caches):
     _, data = _official_bytes(tmp_path)
-    _upstream_entry("toy-up-trunc", files_server, data)
-    files_server.truncate.add("/toy-up-trunc/official.safetensors")
+    _upstream_entry("toy-up-trunc", file_server, data)
+    file_server.drop_after = [1] * 5  # every try (each resuming the last) gets one byte
     with pytest.raises(OfflineError, match="failed after 5 tries") as err:
         zoo.load("toy-up-trunc")
-    assert pauses == [1, 2, 4, 8]  # backoff between the tries
+    assert file_server.pauses == [1, 2, 4, 8]  # backoff between the tries
     downloads = isolated_caches / "zoo" / "downloads" / "toy-up-trunc"
     assert str(downloads / "official.safetensors") in str(err.value)  # where a manual copy can go
     assert not (downloads / "official.safetensors").exists()  # only the resumable .part, never the file itself
-    files_server.truncate.clear()
     zoo.load("toy-up-trunc")
 
 
-def test_cached_file_tampered_on_disk_is_deleted(tmp_path, files_server, isolated_caches):
+def test_cached_file_tampered_on_disk_is_deleted(tmp_path, file_server, isolated_caches):
     _, data = _official_bytes(tmp_path)
-    _upstream_entry("toy-disk", files_server, data)
+    _upstream_entry("toy-disk", file_server, data)
     zoo.load("toy-disk")
     cached = isolated_caches / "zoo" / "downloads" / "toy-disk" / "official.safetensors"
     raw = bytearray(cached.read_bytes())
@@ -132,42 +87,43 @@ def test_cached_file_tampered_on_disk_is_deleted(tmp_path, files_server, isolate
     zoo.load("toy-disk")  # downloads it again
 
 
-def test_html_page_is_never_pinned(tmp_path, files_server, isolated_caches):
-    _upstream_entry("toy-html", files_server, b"<!DOCTYPE html><p>Sign in to continue</p>", pinned=False)
+def test_html_page_is_never_pinned(tmp_path, file_server, isolated_caches):
+    _upstream_entry("toy-html", file_server, b"<!DOCTYPE html><p>Sign in to continue</p>", pinned=False)
     with pytest.raises(DownloadError, match="HTML page"):
         zoo.load("toy-html")
     assert not (isolated_caches / "zoo" / "pins" / "toy-html.json").exists()
     assert not (isolated_caches / "zoo" / "downloads" / "toy-html" / "official.safetensors").exists()
 
 
-def test_unpinned_upstream_is_pinned_on_first_use(tmp_path, files_server):
+def test_unpinned_upstream_is_pinned_on_first_use(tmp_path, file_server):
     _, data = _official_bytes(tmp_path)
-    _upstream_entry("toy-tofu", files_server, data, pinned=False)
+    _upstream_entry("toy-tofu", file_server, data, pinned=False)
     zoo.load("toy-tofu")
     _, other = _official_bytes(tmp_path, seed=1)
-    files_server.files["/toy-tofu/official.safetensors"] = other
+    file_server.files["/toy-tofu/official.safetensors"] = other
     zoo.load("toy-tofu")  # cached copy matches the recorded pin
     pins = (Path(zoo.hub.zoo_home()) / "pins" / "toy-tofu.json").read_text()
     assert sha256_file_bytes(data) in pins
 
 
-def test_offline_without_cache_says_how_to_get_it(tmp_path, files_server, monkeypatch):
+def test_offline_without_cache_says_how_to_get_it(tmp_path, file_server, monkeypatch):
     _, data = _official_bytes(tmp_path)
-    _upstream_entry("toy-offline", files_server, data)
+    _upstream_entry("toy-offline", file_server, data)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(OfflineError, match="zoo download toy-offline") as err:
         zoo.load("toy-offline")
     assert "downloads/toy-offline" in str(err.value) and "local repo folder" in str(err.value)
-    assert files_server.hits == []
+    assert file_server.hits == []
     monkeypatch.delenv("HF_HUB_OFFLINE")
     zoo.load("toy-offline")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    n = len(files_server.hits)
+    n = len(file_server.hits)
     zoo.load("toy-offline")  # cached: loads with zero network calls
-    assert len(files_server.hits) == n
+    assert len(file_server.hits) == n
 
 
-def test_no_network_gives_offline_error():
+def test_no_network_gives_offline_error(monkeypatch):
+    monkeypatch.setattr("time.sleep", lambda s: None)  # the retries' backoff
     register_model(ModelEntry(
         name="toy-unreachable", method="toy", converter="toy:convert_upstream",
         upstream=(FileSpec("official.safetensors", "1" * 64, 10, url="http://127.0.0.1:9/official.safetensors"),),
@@ -204,15 +160,15 @@ CONCURRENT = textwrap.dedent("""
 """)
 
 
-def test_two_processes_load_one_uncached_model(tmp_path, files_server):
+def test_two_processes_load_one_uncached_model(tmp_path, file_server):
     model, data = _official_bytes(tmp_path)
-    files_server.files["/race/official.safetensors"] = data
+    file_server.files["/race/official.safetensors"] = data
     script = CONCURRENT.format(tests=str(Path(__file__).parents[1]), sha=sha256_file_bytes(data), size=len(data),
-                               url=f"{files_server.url}/race/official.safetensors")
+                               url=f"{file_server.url}/race/official.safetensors")
     procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for _ in range(2)]
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     expected = float(sum(p.detach().sum() for p in model.parameters()))
     assert [float(o[0]) for o in outs] == pytest.approx([expected, expected])
-    assert files_server.hits.count("/race/official.safetensors") == 1  # the lock made the second one wait
+    assert file_server.hits.count("/race/official.safetensors") == 1  # the lock made the second one wait
