@@ -121,27 +121,18 @@ def _lock(kind: str, key: str) -> Iterator[None]:
 
 
 # ----------------------------------------------------------------------------- verification
-def _marker(path: Path) -> Path:
-    key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()
-    return zoo_home() / "verified" / key
-
-
-def _stat_key(path: Path) -> str:
-    st = path.stat()
-    return f"{st.st_size} {st.st_mtime_ns} {st.st_ino}"
-
-
 def _matches(path: Path, spec: FileSpec) -> bool:
     """Whether ``path`` holds exactly the pinned bytes (remembered per path/size/mtime/inode once checked)."""
-    marker = _marker(path)
-    stat_key = _stat_key(path)
-    if marker.exists() and marker.read_text() == f"{spec.sha256} {stat_key}":
+    st = path.stat()
+    marker = zoo_home() / "verified" / hashlib.sha256(str(path.resolve()).encode()).hexdigest()
+    checked = f"{spec.sha256} {st.st_size} {st.st_mtime_ns} {st.st_ino}"
+    if marker.exists() and marker.read_text() == checked:
         return True
-    if (spec.size is not None and path.stat().st_size != spec.size) or sha256_file(path) != spec.sha256:
+    if (spec.size is not None and st.st_size != spec.size) or sha256_file(path) != spec.sha256:
         return False
     marker.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(marker) as tmp:
-        tmp.write_text(f"{spec.sha256} {stat_key}")
+        tmp.write_text(checked)
     return True
 
 
@@ -597,25 +588,17 @@ def _fetch_hf_upstream(entry: ModelEntry, spec: FileSpec) -> Path:
     return _download_verified(repo_id, path, revision, complaint, local_only=is_offline())
 
 
-def _recorded_pin(entry: ModelEntry, spec: FileSpec) -> FileSpec:
-    """``spec``, with the sha256 and size recorded on first download when the catalog has none."""
-    pin_file = zoo_home() / "pins" / f"{entry.name}.json"
-    if spec.sha256 or not pin_file.exists():
+def _recorded_pin(entry: ModelEntry, spec: FileSpec, downloaded: Path | None = None) -> FileSpec:
+    """``spec``, with the sha256 and size recorded on first download when the catalog has none. Upstream files whose
+    hash was never measured are pinned from their ``downloaded`` copy (trust on first use)."""
+    if spec.sha256:
         return spec
-    pins = json.loads(pin_file.read_text())
-    return replace(spec, **pins[spec.path]) if spec.path in pins else spec
-
-
-def _upstream_pin(entry: ModelEntry, spec: FileSpec, path: Path) -> FileSpec:
-    """Upstream files whose hash was never measured are pinned on first download (trust on first use)."""
-    pinned = _recorded_pin(entry, spec)
-    if pinned.sha256:
-        return pinned
     pin_file = zoo_home() / "pins" / f"{entry.name}.json"
     pins = json.loads(pin_file.read_text()) if pin_file.exists() else {}
-    pins[spec.path] = {"sha256": sha256_file(path), "size": path.stat().st_size}
-    write_json_atomic(pin_file, pins)
-    return replace(spec, **pins[spec.path])
+    if spec.path not in pins and downloaded is not None:
+        pins[spec.path] = {"sha256": sha256_file(downloaded), "size": downloaded.stat().st_size}
+        write_json_atomic(pin_file, pins)
+    return replace(spec, **pins[spec.path]) if spec.path in pins else spec
 
 
 def _fetch_upstream(entry: ModelEntry) -> Path:
@@ -634,7 +617,7 @@ def _fetch_upstream(entry: ModelEntry) -> Path:
                 if is_offline():
                     raise _offline_error(entry, "ZOO_OFFLINE/HF_HUB_OFFLINE is set")
                 _download_url(spec.url, local, spec)
-        spec = _upstream_pin(entry, spec, local)
+        spec = _recorded_pin(entry, spec, local)
         verify_file(local, spec, delete_bad=True)
         files[spec.path] = local
         pinned[spec.path] = spec.sha256
