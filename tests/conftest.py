@@ -25,12 +25,13 @@ def isolated_caches(tmp_path_factory, monkeypatch):
 @pytest.fixture
 def hub(monkeypatch):
     """A fresh loopback Hub (tests/hubserver.py) per test, with the zoo pointed at it and a token that may write."""
-    from hubserver import hub_server
+    from hubserver import HubServer
 
-    with hub_server() as server:
-        monkeypatch.setenv("ZOO_HF_ENDPOINT", server.endpoint)
-        monkeypatch.setenv("HF_TOKEN", "dummy")
-        yield server
+    server = HubServer().start()
+    monkeypatch.setenv("ZOO_HF_ENDPOINT", server.endpoint)
+    monkeypatch.setenv("HF_TOKEN", "dummy")
+    yield server
+    server.close()
 
 
 @pytest.fixture

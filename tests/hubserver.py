@@ -29,7 +29,6 @@ Tests get one per test from the ``hub`` fixture of tests/conftest.py.
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import json
 import threading
@@ -39,7 +38,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
-__all__ = ["HubServer", "hub_server", "git_blob_sha1", "lfs_pointer"]
+__all__ = ["HubServer", "git_blob_sha1", "lfs_pointer"]
 
 LFS_SIZE_THRESHOLD = 10 * 1024 * 1024  # the Hub takes regular (non-LFS) files below 10 MiB only
 SAMPLE_SIZE = 512  # the client sends the first 512 bytes of each file to decide binary vs text
@@ -142,7 +141,7 @@ class _Fault:
 
 
 class HubServer:
-    """In-memory Hub on ``127.0.0.1:<free port>``. Start with :func:`hub_server` (or ``start()``/``close()``).
+    """In-memory Hub on ``127.0.0.1:<free port>``, between ``start()`` and ``close()``.
 
     Attributes:
         endpoint: ``http://127.0.0.1:PORT``; pass it as ``endpoint=`` to HfApi / hf_hub_download.
@@ -153,8 +152,8 @@ class HubServer:
             "all" also from paths-info.
     """
 
-    def __init__(self, *, token: str | None = None):
-        self.token = token
+    def __init__(self):
+        self.token: str | None = None
         self.hide_hashes: str | None = None
         self.requests: list[tuple[str, str]] = []
         self.endpoint = ""
@@ -287,16 +286,6 @@ class HubServer:
         auth = headers.get("Authorization", "")
         token = auth[len("Bearer "):].strip() if auth.startswith("Bearer ") else ""
         return bool(token) and self.token in (None, token)
-
-
-@contextlib.contextmanager
-def hub_server(*, token: str | None = None):
-    """Run a :class:`HubServer` for the duration of the ``with`` block; yields it."""
-    server = HubServer(token=token).start()
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 class _Response(Exception):
