@@ -160,7 +160,7 @@ from zoo.chess.convert import from_upstream
 from zoo.registry import get_entry
 from pathlib import Path
 from_upstream({{"{size}.zip": Path({str(src)!r})}}, Path({str(out)!r}), get_entry({name!r}))
-""", [src], out, setup="import torch, zoo, zoo.chess.convert, tensorstore")
+""", [src], out, setup="import torch, zoo, zoo.chess.convert, zoo.chess.module, tensorstore, safetensors.torch")
         row["cold_load_s"] = _cold_load(out)
         row["parity"] = of.run_measured(CHESS_PARITY.format(zip=str(src), out=str(out)),
                                         setup="import torch, zoo, tensorstore")["result"]
