@@ -23,7 +23,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 import zoo
-from zoo._io import sha256_file
+from zoo.io import sha256_file
 from zoo.module import ZooModule
 from zoo.registry import FileSpec, ModelEntry, register_method, register_model
 

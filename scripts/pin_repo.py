@@ -12,7 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
-from zoo._io import sha256_file, write_json_atomic
+from zoo.io import sha256_file, write_json_atomic
 
 
 def pins_of(folder: Path) -> dict:

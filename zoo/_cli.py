@@ -63,7 +63,7 @@ def print_json(obj: Any, path: str | None = None) -> None:
     """Print ``obj`` as indented JSON and, given ``path``, also write it there (atomically)."""
     text = json.dumps(obj, indent=2)
     if path:
-        from zoo._io import write_text_atomic
+        from zoo.io import write_text_atomic
 
         write_text_atomic(path, text + "\n")
     print(text)

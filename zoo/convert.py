@@ -37,7 +37,7 @@ def safe_torch_load(path: str | os.PathLike, allow: Iterable[Allowed] = (), *, w
     "module.Name")`` pairs that read a class the pickle names as a local one.
 
     Memory-mapped, tensors are read when touched and a converter releases them once written
-    (``zoo._io.releasing_pages``): a multi-GB file converts in about one tensor of memory. Legacy (pre-zip) files
+    (``zoo.io.releasing_pages``): a multi-GB file converts in about one tensor of memory. Legacy (pre-zip) files
     cannot be mapped and are read whole. A global outside ``allow`` and torch's safe set, or a web page saved in
     place of a download, is an InputError naming the file (``what``: what it should be); an unreadable file is a
     DamagedFileError.

@@ -37,7 +37,7 @@ from typing import Iterator
 
 from filelock import FileLock
 
-from zoo._io import atomic_path, sha256_file, write_json_atomic
+from zoo.io import atomic_path, sha256_file, write_json_atomic
 from zoo.errors import DownloadError, HubError, IntegrityError, OfflineError, RepoChangedError
 from zoo.registry import FileSpec, ModelEntry, get_entry, hub_org, import_object
 

@@ -18,8 +18,8 @@ from typing import Any, ClassVar, Self
 import torch
 from torch.overrides import TorchFunctionMode
 
-from zoo._io import CONFIG_NAME, DEFAULT_SHARD_BYTES, atomic_path, load_state_dict, save_state_dict, sha256_file
-from zoo._io import write_json_atomic
+from zoo.io import CONFIG_NAME, DEFAULT_SHARD_BYTES, atomic_path, load_state_dict, save_state_dict, sha256_file
+from zoo.io import write_json_atomic
 from zoo._lightning import L  # Lightning without the optional packages torchmetrics would import
 from zoo.card import check_card, load_card, render_card
 from zoo.convert import preview, safe_torch_load

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from zoo._io import sha256_file, write_json_atomic
+from zoo.io import sha256_file, write_json_atomic
 from zoo.errors import OfflineError, ZooError
 from zoo.hub import _fetch_upstream, embedded_hub_dir, fetch, hf_endpoint, zoo_home
 from zoo.registry import ModelEntry, get_entry, get_method, list_models, pins_path

@@ -163,7 +163,7 @@ def test_a_zoo_model_as_base_with_a_relative_path(tmp_path):
 
 def test_catalog_delta_loads_its_catalog_base(tmp_path, monkeypatch):
     """zoo.load("<delta name>") with both repos in the embedded hub: the delta names its base by catalog name."""
-    from zoo._io import sha256_file
+    from zoo.io import sha256_file
     from zoo.registry import FileSpec, ModelEntry, register_model
 
     hub = tmp_path / "hub"

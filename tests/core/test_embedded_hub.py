@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import zoo
-from zoo._io import sha256_file
+from zoo.io import sha256_file
 from zoo.registry import get_entry
 
 HUB = Path(__file__).resolve().parents[2] / "hub"

@@ -12,7 +12,7 @@ from safetensors.torch import save_file
 from toy import ToyRegressor
 
 import zoo
-from zoo._io import sha256_file
+from zoo.io import sha256_file
 from zoo.hub import DownloadError, IntegrityError, OfflineError
 from zoo.registry import FileSpec, ModelEntry, register_model
 

@@ -6,7 +6,7 @@ import torch
 from toy import ToyRegressor
 
 import zoo
-from zoo._io import WEIGHTS_INDEX_NAME, sha256_file
+from zoo.io import WEIGHTS_INDEX_NAME, sha256_file
 
 
 def _same(a, b):
@@ -138,7 +138,7 @@ def test_safetensors_writer_matches_the_library(tmp_path):
     from safetensors import safe_open
     from safetensors.torch import load_file
 
-    from zoo._io import write_safetensors
+    from zoo.io import write_safetensors
 
     tensors = {
         "a.f32": torch.randn(3, 5), "b.bf16": torch.randn(7).bfloat16(), "c.i64": torch.arange(4),

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from zoo._io import CONFIG_NAME
+from zoo.io import CONFIG_NAME
 
 __all__ = ["load_model", "is_zoo_ref"]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from zoo._io import release_pages, releasing_pages
+from zoo.io import release_pages, releasing_pages
 from zoo.bitdelta.delta import BitDelta, base_fingerprint, dtype_name
 from zoo.convert import safe_torch_load, single_file
 

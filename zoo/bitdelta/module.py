@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from zoo._io import DEFAULT_SHARD_BYTES, atomic_path
+from zoo.io import DEFAULT_SHARD_BYTES, atomic_path
 from zoo.bitdelta._base import load_model
 from zoo.bitdelta.delta import BitDelta, compress, parse_dtype_name
 from zoo.bitdelta.model import apply_deltas_, compressed_layers, delta_from_model

@@ -19,7 +19,7 @@ import struct
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from zoo._io import atomic_path
+from zoo.io import atomic_path
 
 __all__ = ["BagReader", "BagWriter", "shard_paths", "encode_record", "decode_record", "RECORD_KINDS"]
 

@@ -81,7 +81,7 @@ def cmd_play(args) -> None:
 def cmd_board(args) -> None:
     import chess
 
-    from zoo._io import write_text_atomic
+    from zoo.io import write_text_atomic
     from zoo.chess.engine import board_svg
 
     board = chess.Board(args.fen)

@@ -22,7 +22,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from zoo._io import CONFIG_NAME, LazyTensor, save_state_dict, write_json_atomic
+from zoo.io import CONFIG_NAME, LazyTensor, save_state_dict, write_json_atomic
 from zoo.chess.model import POLICIES, ChessTransformerConfig
 from zoo.chess.tokenizer import NUM_ACTIONS
 from zoo.convert import map_keys, single_file
@@ -243,7 +243,7 @@ def haiku_to_state_dict(params: dict[str, np.ndarray], num_layers: int) -> dict[
 
 
 def haiku_to_lazy_state_dict(params: dict, num_layers: int, prefix: str = "") -> dict[str, LazyTensor]:
-    """:func:`haiku_to_state_dict` as :class:`zoo._io.LazyTensor` s: each array is read (and transposed) only when
+    """:func:`haiku_to_state_dict` as :class:`zoo.io.LazyTensor` s: each array is read (and transposed) only when
     written, so converting a checkpoint holds one array in memory (``save_state_dict`` streams them)."""
     out = {}
     for name, (array, transpose) in _mapped(params, num_layers).items():

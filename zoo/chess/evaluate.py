@@ -373,7 +373,7 @@ def play_match(
     ``adjudication_time=None`` plays every game out instead. Writes all games to ``pgn_path`` if given."""
     from tqdm.auto import tqdm
 
-    from zoo._io import write_text_atomic
+    from zoo.io import write_text_atomic
 
     with contextlib.ExitStack() as engines:
         if opponent is None:

@@ -25,7 +25,7 @@ import chess.engine
 import chess.polyglot
 
 from zoo._cli import option
-from zoo._io import write_json_atomic
+from zoo.io import write_json_atomic
 from zoo.chess.bag import BagWriter, encode_record
 from zoo.chess.tokenizer import mate_win_probability, win_probability
 

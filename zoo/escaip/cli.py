@@ -106,7 +106,7 @@ def _symmetry(args) -> None:
                              seed=args.seed)
     print(format_report(report))
     if args.json:
-        from zoo._io import write_json_atomic
+        from zoo.io import write_json_atomic
 
         write_json_atomic(args.json, report)
         print(f"wrote {args.json}")

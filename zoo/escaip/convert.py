@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from zoo._io import releasing_pages
+from zoo.io import releasing_pages
 from zoo.convert import map_keys, safe_torch_load
 from zoo.escaip.model import EScAIPConfig
 from zoo.escaip.module import EScAIPModule, TargetScaling

@@ -29,7 +29,7 @@ def save_grid(images, path: str | Path, nrow: int | None = None) -> None:
 
     from torchvision.utils import save_image
 
-    from zoo._io import atomic_path
+    from zoo.io import atomic_path
 
     nrow = nrow or max(1, math.ceil(math.sqrt(images.shape[0])))
     with atomic_path(path) as tmp:

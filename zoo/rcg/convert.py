@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from zoo._io import release_pages, releasing_pages
+from zoo.io import release_pages, releasing_pages
 from zoo.convert import map_keys, safe_torch_load
 from zoo.rcg.model import (
     ENCODER_CONFIGS,

@@ -86,7 +86,7 @@ def load_reference_stats(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarra
 
 
 def save_reference_stats(path: str | os.PathLike, features: torch.Tensor) -> None:
-    from zoo._io import atomic_path
+    from zoo.io import atomic_path
 
     f = features.detach().double().cpu().numpy()
     with atomic_path(path) as tmp:
@@ -130,7 +130,7 @@ class FeatureCache:
     than mixed in."""
 
     def __init__(self, folder: str | os.PathLike, settings: dict):
-        from zoo._io import write_json_atomic
+        from zoo.io import write_json_atomic
 
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -152,7 +152,7 @@ class FeatureCache:
         return torch.from_numpy(np.load(path)) if path.exists() else None
 
     def save(self, start: int, features: torch.Tensor) -> None:
-        from zoo._io import atomic_path
+        from zoo.io import atomic_path
 
         with atomic_path(self._path(start)) as tmp:
             with open(tmp, "wb") as out:

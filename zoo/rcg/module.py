@@ -67,7 +67,7 @@ def _images_and_labels(batch) -> tuple[torch.Tensor, torch.Tensor | None]:
 def load_prefixed(module: nn.Module, name_or_path: str, prefix: str) -> None:
     """Copy the ``prefix``-ed tensors of a zoo repo (a folder, catalog name or ``hf://owner/repo``, as ``zoo.load``
     takes) into ``module`` (strict: all keys must match)."""
-    from zoo._io import load_state_dict
+    from zoo.io import load_state_dict
 
     state = load_state_dict(resolve_repo(name_or_path))
     sub = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}

@@ -1,4 +1,4 @@
-"""File helpers shared by the hub layer: hashing, atomic writes, sharded safetensors."""
+"""File helpers shared by the zoo and its methods: hashing, atomic writes, sharded safetensors, JSON."""
 
 from __future__ import annotations
 
