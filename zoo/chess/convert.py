@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from zoo.io import CONFIG_NAME, LazyTensor, save_state_dict, write_json_atomic
-from zoo.chess.model import POLICIES, ChessTransformerConfig
+from zoo.chess.model import ChessTransformerConfig, check_policy
 from zoo.chess.tokenizer import NUM_ACTIONS
 from zoo.convert import map_keys, single_file
 
@@ -88,10 +88,6 @@ class OrbaxArray:
     def __array__(self, dtype=None, copy=None):
         array = self.read()
         return array if dtype is None else array.astype(dtype)
-
-    @property
-    def T(self) -> np.ndarray:
-        return self.read().T
 
 
 def read_orbax(params_dir: str | os.PathLike, lazy: bool = False) -> dict[str, np.ndarray]:
@@ -175,8 +171,8 @@ def infer_config(params: dict[str, np.ndarray], *, policy: str | None = None, nu
         raise ValueError(f"the head {_name('linear', 3 * num_layers)}/w is missing for {num_layers} layers")
     out = head_w.shape[1]
     hidden = params["linear/w"].shape[1]
-    if policy is not None and policy not in POLICIES:
-        raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
+    if policy is not None:
+        check_policy(policy)
     if policy is None and out == NUM_ACTIONS:
         policy = "behavioral_cloning"
     if policy is not None and (policy == "behavioral_cloning") != (out == NUM_ACTIONS):

@@ -17,7 +17,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from zoo.chess.bag import BagReader, decode_record
-from zoo.chess.model import POLICIES, sequence_length
+from zoo.chess.model import check_policy
 from zoo.chess.tokenizer import action_index, to_bucket, tokenize
 
 __all__ = ["ChessBagDataset", "ChessDataModule", "find_bag", "mirror_record", "record_to_sequence"]
@@ -54,8 +54,7 @@ class ChessBagDataset(Dataset):
 
     def __init__(self, path: str | Path, policy: str, num_return_buckets: int = 128, max_records: int | None = None,
                  mirror: bool = False):
-        if policy not in POLICIES:
-            raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
+        check_policy(policy)
         self.reader = BagReader(path)
         self.policy = policy
         self.num_return_buckets = num_return_buckets
@@ -145,10 +144,6 @@ class ChessDataModule(L.LightningDataModule):
         val = self._path(h.val_path, "test")
         if self.val_set is None and val is not None:
             self.val_set = ChessBagDataset(val, h.policy, h.num_return_buckets, h.max_val_records)
-
-    @property
-    def sequence_length(self) -> int:
-        return sequence_length(self.hparams.policy)
 
     def train_dataloader(self) -> DataLoader:
         h = self.hparams

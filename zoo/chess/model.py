@@ -22,24 +22,13 @@ import torch.nn.functional as F
 
 from zoo.chess.tokenizer import FEN_LENGTH, NUM_ACTIONS
 
-__all__ = ["ChessTransformerConfig", "ChessTransformer", "POLICIES", "sequence_length", "output_size"]
+__all__ = ["ChessTransformerConfig", "ChessTransformer", "POLICIES", "check_policy"]
 
 POLICIES = ("action_value", "state_value", "behavioral_cloning")
 LN_EPS = 1e-5
 
 
-def sequence_length(policy: str) -> int:
-    """AV: FEN + action + return bucket (79); SV: FEN + bucket (78); BC: FEN + action (78)."""
-    _check_policy(policy)
-    return FEN_LENGTH + (2 if policy == "action_value" else 1)
-
-
-def output_size(policy: str, num_return_buckets: int = 128) -> int:
-    _check_policy(policy)
-    return NUM_ACTIONS if policy == "behavioral_cloning" else num_return_buckets
-
-
-def _check_policy(policy: str) -> None:
+def check_policy(policy: str) -> None:
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
 
@@ -56,19 +45,17 @@ class ChessTransformerConfig:
     max_sequence_length: int = FEN_LENGTH + 2  # 79 rows of positions even for 78-token policies
 
     def __post_init__(self) -> None:
-        _check_policy(self.policy)
+        check_policy(self.policy)
         if self.embedding_dim % self.num_heads:
             raise ValueError(f"embedding_dim {self.embedding_dim} is not divisible by num_heads {self.num_heads}")
-        if self.max_sequence_length < sequence_length(self.policy):
-            raise ValueError(f"max_sequence_length must be >= {sequence_length(self.policy)} for {self.policy}")
+        # AV: FEN + action + return bucket (79); SV: FEN + bucket (78); BC: FEN + action (78)
+        needed = FEN_LENGTH + (2 if self.policy == "action_value" else 1)
+        if self.max_sequence_length < needed:
+            raise ValueError(f"max_sequence_length must be >= {needed} for {self.policy}")
 
     @property
     def output_size(self) -> int:
-        return output_size(self.policy, self.num_return_buckets)
-
-    @property
-    def sequence_length(self) -> int:
-        return sequence_length(self.policy)
+        return NUM_ACTIONS if self.policy == "behavioral_cloning" else self.num_return_buckets
 
 
 # ----------------------------------------------------------------------------- blocks
