@@ -20,11 +20,11 @@ from pathlib import Path
 import chess
 import chess.engine
 import chess.pgn
-import chess.polyglot
 import numpy as np
 
 from zoo.chess.bag import BagReader, decode_record
 from zoo.chess.engine import ChessEngine, legal_moves
+from zoo.chess.make_data import play_book
 from zoo.chess.tokenizer import ACTION_TO_INDEX, to_bucket
 
 __all__ = [
@@ -247,18 +247,6 @@ class MatchResult:
                 "adjudicated": self.adjudicated, "score": self.score, "elo": elo, "elo_error_95": err}
 
 
-def _opening(book: str | None, plies: int, rng: random.Random) -> list[chess.Move]:
-    board = chess.Board()
-    if book:
-        with chess.polyglot.open_reader(book) as reader:
-            for _ in range(plies):
-                try:
-                    board.push(reader.weighted_choice(board, random=rng).move)
-                except IndexError:
-                    break
-    return list(board.move_stack)
-
-
 # ----------------------------------------------------------------------------- opponents
 
 # the official tournament's adjudication: a win once Stockfish (0.01 s per position) rates a side above 1300 cp
@@ -383,14 +371,13 @@ def play_match(
             judge = engines.enter_context(StockfishPlayer(stockfish, skill_level=None, nodes=None)).engine
         rng = random.Random(seed)
         result = MatchResult()
-        opening: list[chess.Move] = []
         for g in tqdm(range(games), desc="games", disable=not progress):
-            if g % 2 == 0:
-                opening = _opening(book, opening_plies, rng)
             model_white = g % 2 == 0
-            board = chess.Board()
-            for move in opening:
-                board.push(move)
+            if model_white:  # a new opening for each colour-swapped pair
+                opening = chess.Board()
+                if book:
+                    play_book(opening, book, opening_plies, rng)
+            board = opening.copy()
             white, black = (engine, opponent) if model_white else (opponent, engine)
             verdict = _play_out(board, white, black, judge, adjudication_time, max_plies)
             outcome = board.outcome(claim_draw=True)

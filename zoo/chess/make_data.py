@@ -12,6 +12,7 @@ from train) and writes ``{train,test}/{action_value,state_value,behavioral_cloni
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -26,19 +27,28 @@ import chess.polyglot
 
 from zoo._cli import option
 from zoo.io import write_json_atomic
-from zoo.chess.bag import BagWriter, encode_record
+from zoo.chess.bag import RECORD_KINDS, BagWriter, encode_record
 from zoo.chess.tokenizer import mate_win_probability, win_probability
 
-__all__ = ["DataConfig", "make_data", "score_to_win_prob", "default_book", "DEFAULT_STOCKFISH"]
+__all__ = ["DataConfig", "make_data", "score_to_win_prob", "default_book", "play_book", "DEFAULT_STOCKFISH"]
 
 DEFAULT_STOCKFISH = "/usr/games/stockfish"
 _BOOK_CANDIDATES = ("/usr/share/games/gnuchess/book.bin", "/usr/share/gnuchess/book.bin", "/usr/local/share/gnuchess/book.bin")
-_KINDS = ("action_value", "state_value", "behavioral_cloning")
 
 
 def default_book() -> str | None:
     """The Debian gnuchess-book polyglot book, if installed."""
     return next((p for p in _BOOK_CANDIDATES if os.path.exists(p)), None)
+
+
+def play_book(board: chess.Board, book: str, plies: int, rng: random.Random) -> None:
+    """Push up to ``plies`` weighted random moves of the polyglot ``book`` onto ``board`` (fewer once out of book)."""
+    with chess.polyglot.open_reader(book) as reader:
+        for _ in range(plies):
+            try:
+                board.push(reader.weighted_choice(board, random=rng).move)
+            except IndexError:  # out of book
+                break
 
 
 def score_to_win_prob(score: chess.engine.PovScore, turn: chess.Color) -> float:
@@ -103,12 +113,7 @@ def _play_game(cfg: DataConfig, game: int) -> dict:
     with chess.engine.SimpleEngine.popen_uci(cfg.stockfish) as engine:
         engine.configure({"Threads": 1, "Hash": cfg.hash_mb})
         if cfg.book:
-            with chess.polyglot.open_reader(cfg.book) as book:
-                for _ in range(rng.randint(0, cfg.max_book_plies)):
-                    try:
-                        board.push(book.weighted_choice(board, random=rng).move)
-                    except IndexError:  # out of book
-                        break
+            play_book(board, cfg.book, rng.randint(0, cfg.max_book_plies), rng)
         while not board.is_game_over(claim_draw=True) and len(board.move_stack) < cfg.max_plies:
             positions.append(_annotate(engine, board, cfg.depth))
             if rng.random() < cfg.random_move_prob:
@@ -146,7 +151,7 @@ def _finalize(cfg: DataConfig, out_dir: Path, games_dir: Path) -> dict:
     splits["train"] = [p for p in splits["train"] if _position_key(p["fen"]) not in seen["test"]]
     counts = {}
     for split, positions in splits.items():
-        writers = {kind: BagWriter(out_dir / split / f"{kind}_data.bag") for kind in _KINDS}
+        writers = {kind: BagWriter(out_dir / split / f"{kind}_data.bag") for kind in RECORD_KINDS}
         n_actions = 0
         for pos in positions:
             for move, value in pos["action_values"].items():
@@ -184,17 +189,10 @@ def make_data(out_dir: str | os.PathLike, cfg: DataConfig, *, workers: int | Non
     bar = tqdm(total=cfg.num_games, initial=cfg.num_games - len(todo), desc="games", unit="game", disable=not progress)
     positions = 0
     jobs = [(cfg, g, str(games_dir)) for g in todo]
-    if workers == 1:
-        results = map(_worker, jobs)
-        for _, n in results:
+    with multiprocessing.get_context("spawn").Pool(workers) if workers > 1 else contextlib.nullcontext() as pool:
+        for _, n in pool.imap_unordered(_worker, jobs) if pool else map(_worker, jobs):
             positions += n
             bar.update(1)
             bar.set_postfix(positions=positions)
-    else:
-        with multiprocessing.get_context("spawn").Pool(workers) as pool:
-            for _, n in pool.imap_unordered(_worker, jobs):
-                positions += n
-                bar.update(1)
-                bar.set_postfix(positions=positions)
     bar.close()
     return _finalize(cfg, out_dir, games_dir)
