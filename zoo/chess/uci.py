@@ -390,19 +390,3 @@ def run_uci(name: str, *, device: str = "cpu", temperature: float | None = None,
 
     UCIProtocol(name, out, load=load, threads=threads).loop(stdin)
 
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m zoo.chess.uci NAME``: the UCI loop without the zoo CLI."""
-    from zoo.cli import ArgumentParser
-
-    parser = ArgumentParser(prog="python -m zoo.chess.uci")
-    parser.add_argument("name", help="catalog name (e.g. chess-small-av) or a zoo repo folder")
-    parser.add_argument("--device", default="cpu", help="torch device")
-    parser.add_argument("--temperature", type=float, help="sample moves with this temperature (default: greedy)")
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: the usable cores)")
-    args = parser.parse_args(argv)
-    run_uci(args.name, device=args.device, temperature=args.temperature, threads=args.threads)
-
-
-if __name__ == "__main__":
-    main()
