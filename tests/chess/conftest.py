@@ -7,11 +7,6 @@ from chess_testdata import FIXTURES
 
 
 @pytest.fixture(scope="session")
-def fixtures_dir() -> Path:
-    return FIXTURES
-
-
-@pytest.fixture(scope="session")
 def tiny_av_dir(tmp_path_factory) -> Path:
     """The official tiny action-value checkpoint converted from its params.npz into a zoo repo folder."""
     from zoo.chess.convert import convert

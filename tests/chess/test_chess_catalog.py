@@ -2,7 +2,7 @@ import json
 import zipfile
 
 import pytest
-import torch
+from chess_testdata import FIXTURES, last_log_prob_error
 
 import zoo
 from zoo.registry import get_entry
@@ -19,18 +19,16 @@ def test_catalog_entries_point_at_the_official_zips():
     assert get_entry("chess-9m-sv").convert_args["policy"] == "state_value"
 
 
-def test_upstream_converter_on_an_official_style_zip(fixtures_dir, tmp_path, monkeypatch):
+def test_upstream_converter_on_an_official_style_zip(tmp_path, monkeypatch):
     """The catalog path: an official zip (Orbax checkpoint inside) served at the entry's URL, converted on first load."""
     pytest.importorskip("tensorstore")
     from dataclasses import replace
-
-    import numpy as np
 
     from zoo.registry import FileSpec, register_model
 
     archive = tmp_path / "tiny.zip"
     with zipfile.ZipFile(archive, "w") as z:
-        root = fixtures_dir / "model_av_tiny" / "orbax"
+        root = FIXTURES / "model_av_tiny" / "orbax"
         for path in root.rglob("*"):
             if path.is_file():
                 z.write(path, "tiny/" + str(path.relative_to(root)))
@@ -41,18 +39,14 @@ def test_upstream_converter_on_an_official_style_zip(fixtures_dir, tmp_path, mon
         convert_args={**get_entry("chess-9m").convert_args, "num_heads": 4, "num_params": 102_816},
     )
     register_model(entry)
-    model = zoo.load("chess-test-tiny-zip")
-    io = np.load(fixtures_dir / "model_av_tiny" / "io.npz")
-    with torch.no_grad():
-        out = model(torch.from_numpy(io["sequences"]).long())[:, -1]
-    assert (out - torch.from_numpy(io["log_probs"])).abs().max().item() <= 1e-5
+    assert last_log_prob_error(zoo.load("chess-test-tiny-zip")) <= 1e-5
 
 
-def test_cli_convert_and_board(fixtures_dir, tmp_path, capsys):
+def test_cli_convert_and_board(tmp_path, capsys):
     from zoo.cli import main
 
     out = tmp_path / "repo"
-    assert main(["convert", "chess", str(fixtures_dir / "model_av_tiny" / "params.npz"), "--out", str(out), "--num-heads", "4",
+    assert main(["convert", "chess", str(FIXTURES / "model_av_tiny" / "params.npz"), "--out", str(out), "--num-heads", "4",
                  "--policy", "action_value"]) == 0
     assert "102,816 parameters" in capsys.readouterr().out
     assert json.loads((out / "config.json").read_text())["hparams"]["num_heads"] == 4

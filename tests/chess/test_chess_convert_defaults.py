@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-import torch
+from chess_testdata import FIXTURES, last_log_prob_error
 
 import zoo
 from zoo.chess.convert import catalog_convert_args, convert, infer_config, read_npz
@@ -14,27 +14,20 @@ from zoo.registry import get_entry
 
 
 @pytest.fixture(scope="module")
-def params(fixtures_dir):
-    return read_npz(fixtures_dir / "model_av_tiny" / "params.npz")
+def params():
+    return read_npz(FIXTURES / "model_av_tiny" / "params.npz")
 
 
-def _last_log_probs(repo, fixtures_dir):
-    io = np.load(fixtures_dir / "model_av_tiny" / "io.npz")
-    with torch.no_grad():
-        out = zoo.load(repo)(torch.from_numpy(io["sequences"]).long())[:, -1]
-    return (out - torch.from_numpy(io["log_probs"])).abs().max().item()
-
-
-def test_head_count_is_required_and_a_wrong_one_gives_wrong_outputs(fixtures_dir, tmp_path):
-    npz = fixtures_dir / "model_av_tiny" / "params.npz"
+def test_head_count_is_required_and_a_wrong_one_gives_wrong_outputs(tmp_path):
+    npz = FIXTURES / "model_av_tiny" / "params.npz"
     with pytest.raises(ValueError, match="--num-heads") as err:
         convert(npz, tmp_path / "guessed", policy="action_value")
     assert "not stored in the checkpoint" in str(err.value) and "--policy" not in str(err.value)
     # what the old silent default of 8 heads produced for this official 4-head model
     convert(npz, tmp_path / "eight", policy="action_value", num_heads=8)
-    assert _last_log_probs(tmp_path / "eight", fixtures_dir) > 1e-2
+    assert last_log_prob_error(zoo.load(tmp_path / "eight")) > 1e-2
     convert(npz, tmp_path / "four", policy="action_value", num_heads=4)
-    assert _last_log_probs(tmp_path / "four", fixtures_dir) <= 1e-5
+    assert last_log_prob_error(zoo.load(tmp_path / "four")) <= 1e-5
 
 
 def test_value_heads_need_the_policy(params):
@@ -60,15 +53,15 @@ def test_a_1968_way_head_is_behavioural_cloning(params):
         infer_config(bc, num_heads=5)
 
 
-def test_cli_refuses_to_guess(fixtures_dir, tmp_path, capsys):
+def test_cli_refuses_to_guess(tmp_path, capsys):
     from zoo.cli import main
 
     out = tmp_path / "repo"
-    assert main(["convert", "chess", str(fixtures_dir / "model_av_tiny" / "params.npz"), "--out", str(out)]) != 0
+    assert main(["convert", "chess", str(FIXTURES / "model_av_tiny" / "params.npz"), "--out", str(out)]) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("zoo: error:") and "--num-heads" in err[0] and "--policy" in err[0]
     assert not (out / "config.json").exists()
-    assert main(["convert", "chess", str(fixtures_dir / "model_av_tiny" / "params.npz"), "--out", str(out),
+    assert main(["convert", "chess", str(FIXTURES / "model_av_tiny" / "params.npz"), "--out", str(out),
                  "--num-heads", "4", "--policy", "state_value"]) == 0
     assert json.loads((out / "config.json").read_text())["hparams"]["policy"] == "state_value"
 

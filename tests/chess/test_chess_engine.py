@@ -38,8 +38,8 @@ def _random_module(policy):
 def test_state_value_engine_flips_child_buckets():
     module = _random_module("state_value")
     board = chess.Board("r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 2 3")
-    analysis = module.engine().analyse(board)
     engine = module.engine()
+    analysis = engine.analyse(board)
     from zoo.chess.tokenizer import bucket_values, tokenize
 
     move = analysis.moves[3]

@@ -5,7 +5,7 @@ import chess
 import numpy as np
 import pytest
 import torch
-from chess_testdata import TINY, engine_positions
+from chess_testdata import TINY, official_io
 
 from zoo.chess.model import CPU_CHUNK_ROWS, ChessTransformer, ChessTransformerConfig, LastPositionPredictor
 from zoo.chess.module import ChessTransformerModule
@@ -26,8 +26,8 @@ def _sequences(n, length, seed=0):
     return rows
 
 
-def test_fp32_matches_official_log_probs(tiny_av, fixtures_dir):
-    io = np.load(fixtures_dir / "model_av_tiny" / "io.npz")
+def test_fp32_matches_official_log_probs(tiny_av):
+    io = official_io()
     out = LastPositionPredictor(tiny_av.model)(torch.from_numpy(io["sequences"]).long())
     assert out.dtype == torch.float32 and out.shape == (16, 128)
     assert (out - torch.from_numpy(io["log_probs"])).abs().max().item() <= 1e-5
@@ -113,14 +113,6 @@ def test_bf16_engine_chooses_the_fp32_moves_of_a_trained_model(monkeypatch):
     assert differing <= 1 and 0 < gap < 0.05, (differing, gap)
 
 
-def test_engine_precision_and_official_engine_fixture(tiny_av):
-    positions, boards = engine_positions()
-    for pos, analysis in zip(positions, tiny_av.engine(precision="fp32").analyse_many(boards)):
-        assert np.abs(analysis.win_probs - pos["win_probs"]).max() < 1e-6, pos["id"]
-    with pytest.raises(ValueError, match="precision"):
-        tiny_av.engine(precision="int4")
-
-
 def test_rejects_sequences_longer_than_the_position_table():
     with pytest.raises(ValueError, match="max_sequence_length"):
         LastPositionPredictor(_random_model())(torch.zeros(1, 80, dtype=torch.long))
@@ -132,6 +124,8 @@ def test_module_engine_passes_precision():
     assert engine.predictor.precision == "bf16"
     analysis = engine.analyse(chess.Board())
     assert len(analysis.moves) == 20 and np.exp(analysis.scores).sum() == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="precision"):
+        module.engine(precision="int4")
 
 
 def test_cli_precision_flag_reaches_the_engine(tmp_path, capsys, monkeypatch):

@@ -1,7 +1,6 @@
-import numpy as np
 import pytest
 import torch
-from chess_testdata import TINY
+from chess_testdata import FIXTURES, TINY, last_log_prob_error, official_io
 
 import zoo
 from zoo.chess.convert import convert, haiku_to_state_dict, infer_config, read_npz
@@ -10,12 +9,8 @@ from zoo.chess.module import ChessTransformerModule, hl_gauss_targets
 from zoo.registry import get_entry, list_models
 
 
-def _io(fixtures_dir):
-    return np.load(fixtures_dir / "model_av_tiny" / "io.npz")
-
-
-def test_npz_conversion_matches_official_log_probs(tiny_av, fixtures_dir):
-    io = _io(fixtures_dir)
+def test_npz_conversion_matches_official_log_probs(tiny_av):
+    io = official_io()
     sequences = torch.from_numpy(io["sequences"]).long()
     with torch.no_grad():
         log_probs = tiny_av(sequences)
@@ -28,19 +23,16 @@ def test_npz_conversion_matches_official_log_probs(tiny_av, fixtures_dir):
     assert tiny_av.model.num_params() == 102_816
 
 
-def test_orbax_conversion_equals_npz(tmp_path, fixtures_dir, tiny_av):
+def test_orbax_conversion_equals_npz(tmp_path, tiny_av):
     pytest.importorskip("tensorstore")
-    module = convert(fixtures_dir / "model_av_tiny" / "orbax", tmp_path, num_heads=4, policy="action_value")
+    module = convert(FIXTURES / "model_av_tiny" / "orbax", tmp_path, num_heads=4, policy="action_value")
     for (name, a), b in zip(module.state_dict().items(), tiny_av.state_dict().values()):
         assert torch.equal(a, b), name
-    io = _io(fixtures_dir)
-    with torch.no_grad():
-        out = zoo.load(tmp_path)(torch.from_numpy(io["sequences"]).long())[:, -1]
-    assert (out - torch.from_numpy(io["log_probs"])).abs().max().item() <= 1e-5
+    assert last_log_prob_error(zoo.load(tmp_path)) <= 1e-5
 
 
-def test_transposes_haiku_linears(fixtures_dir):
-    params = read_npz(fixtures_dir / "model_av_tiny" / "params.npz")
+def test_transposes_haiku_linears():
+    params = read_npz(FIXTURES / "model_av_tiny" / "params.npz")
     state = haiku_to_state_dict(params, 2)
     assert torch.equal(state["blocks.1.attn.v.weight"], torch.from_numpy(params["multi_head_dot_product_attention_1/linear_2/w"].T))
     assert torch.equal(state["blocks.0.mlp.gate.weight"], torch.from_numpy(params["linear/w"].T))

@@ -4,7 +4,7 @@ import lightning as L
 import numpy as np
 import pytest
 import torch
-from chess_testdata import TINY
+from chess_testdata import FIXTURES, TINY, official_io
 
 import zoo
 from zoo.chess.bag import BagReader, decode_record
@@ -18,8 +18,8 @@ def _trainer(**kwargs):
                      enable_model_summary=False, limit_val_batches=1, num_sanity_val_steps=0, gradient_clip_val=1.0, **kwargs)
 
 
-def test_sequences_follow_the_official_layout(fixtures_dir):
-    io = np.load(fixtures_dir / "model_av_tiny" / "io.npz")
+def test_sequences_follow_the_official_layout():
+    io = official_io()
     for fen, move, win_prob, expected in zip(io["fens"], io["moves"], io["win_probs"], io["sequences"]):
         sequence, p = record_to_sequence("action_value", (str(fen), str(move), float(win_prob)))
         assert sequence.tolist() == expected.tolist() and p == win_prob
@@ -131,10 +131,10 @@ def test_mirror_augment_flips_about_half_the_training_samples(generated_data):
     assert data.val_set is None or not data.val_set.mirror
 
 
-def test_official_bag_dataset(fixtures_dir):
-    ds = ChessBagDataset(fixtures_dir / "bags" / "sample_action_value@2.bag", "action_value")
+def test_official_bag_dataset():
+    ds = ChessBagDataset(FIXTURES / "bags" / "sample_action_value@2.bag", "action_value")
     assert len(ds) == 10 and ds[0]["sequences"].shape == (79,) and ds[0]["sequences"].dtype == torch.int64
-    assert len(ChessBagDataset(fixtures_dir / "bags" / "sample_state_value.bag", "state_value")[0]["sequences"]) == 78
+    assert len(ChessBagDataset(FIXTURES / "bags" / "sample_state_value.bag", "state_value")[0]["sequences"]) == 78
 
 
 def test_loaded_model_fine_tunes_on_generated_data(tiny_av_dir, generated_data):
