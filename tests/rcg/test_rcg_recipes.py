@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from zoo.hparams import dataclass_from_dict
 from zoo.registry import import_object
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes" / "rcg"
@@ -29,22 +30,8 @@ def test_recipe_arguments_are_valid(recipe):
         assert set(args) <= set(params), (part, set(args) - set(params))
         for key, cfg_class in CONFIG_CLASSES.items():
             if part == "model" and isinstance(args.get(key), dict):
-                rcg_model.config_from_dict(getattr(rcg_model, cfg_class), args[key], key)  # unknown keys raise
+                dataclass_from_dict(getattr(rcg_model, cfg_class), args[key], key)  # unknown keys raise
 
-
-
-def test_a_stage_trained_with_a_text_override_saves_and_loads(tmp_path):
-    """config.json holds the value a command-line override was read as: zoo.load reads saved configs strictly."""
-    import json
-
-    import zoo
-    from zoo.rcg.module import VQGANModule
-
-    module = VQGANModule(vqgan={"ch": 32, "ch_mult": "[1]", "num_res_blocks": 1, "z_channels": 4, "n_embed": "16"})
-    module.save_pretrained(tmp_path)
-    saved = json.loads((tmp_path / "config.json").read_text())["hparams"]["vqgan"]
-    assert saved == {"ch": 32, "ch_mult": [1], "num_res_blocks": 1, "z_channels": 4, "n_embed": 16}
-    assert zoo.load(tmp_path).vqgan.quantize.embedding.weight.shape[0] == 16
 
 def test_paper_hyperparameters():
     def args(name):
@@ -65,17 +52,24 @@ def test_paper_hyperparameters():
     assert args("imagenet256_rdm_vit_l_classcond.yaml")["model"]["init_args"]["rdm"]["n_classes"] == 1000
 
 
-def test_command_line_overrides_of_config_entries_are_read_as_values():
-    # `zoo train fmnist_vqgan.yaml --model.init_args.vqgan.n_embed=1024` hands the dict entry over as the text "1024"
-    from zoo.rcg import model as rcg_model
+def test_command_line_overrides_of_config_entries_are_read_as_values(tmp_path):
+    """`zoo train fmnist_vqgan.yaml --model.init_args.vqgan.n_embed=1024` hands the dict entry over as the text
+    "1024"; config.json holds the value it was read as, since zoo.load reads saved configs strictly."""
+    import json
+
+    import zoo
+    from zoo.rcg.model import VQGANConfig
     from zoo.rcg.module import VQGANModule
 
-    cfg = rcg_model.config_from_dict(rcg_model.VQGANConfig, {"n_embed": "64", "ch_mult": "[1, 2]", "beta": "1e-1"}, "vqgan")
+    cfg = dataclass_from_dict(VQGANConfig, {"n_embed": "64", "ch_mult": "[1, 2]", "beta": "1e-1"}, "vqgan")
     assert (cfg.n_embed, cfg.ch_mult, cfg.beta) == (64, [1, 2], 0.1)
-    module = VQGANModule(vqgan={"ch": 32, "ch_mult": [1], "num_res_blocks": 1, "z_channels": 4, "n_embed": "16"})
-    assert module.vqgan.quantize.embedding.weight.shape[0] == 16
+    module = VQGANModule(vqgan={"ch": 32, "ch_mult": "[1]", "num_res_blocks": 1, "z_channels": 4, "n_embed": "16"})
+    module.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())["hparams"]["vqgan"]
+    assert saved == {"ch": 32, "ch_mult": [1], "num_res_blocks": 1, "z_channels": 4, "n_embed": 16}
+    assert zoo.load(tmp_path).vqgan.quantize.embedding.weight.shape[0] == 16
     for bad, message in (({"n_embed": "lots"}, "vqgan.n_embed must be int, got 'lots'"),
                          ({"n_embed": 2.5}, "vqgan.n_embed must be int, got 2.5"),
                          ({"ch_mult": [1, "a"]}, r"vqgan.ch_mult must be list\[int\]")):
         with pytest.raises(ValueError, match=message):
-            rcg_model.config_from_dict(rcg_model.VQGANConfig, bad, "vqgan")
+            dataclass_from_dict(VQGANConfig, bad, "vqgan")

@@ -9,6 +9,7 @@ behaviour reproduced here, including its quirks.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable
@@ -18,17 +19,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from timm.models.vision_transformer import Attention, Block, VisionTransformer
 
-from zoo.hparams import dataclass_from_dict
-
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-
-
-def config_from_dict(cls, values: dict[str, Any] | None, what: str):
-    """Build dataclass ``cls`` from a plain dict, naming unknown keys (a typo in a recipe must not pass silently)
-    and values of the wrong type. A command-line override of one entry (``--model.init_args.vqgan.n_embed=1024``)
-    arrives as text and is read as YAML first (see :mod:`zoo.hparams`)."""
-    return dataclass_from_dict(cls, values, what)
 
 
 # =====================================================================================================================
@@ -392,23 +384,14 @@ class VQResnetBlock(nn.Module):
         return x + h
 
 
-class _Mid(nn.Module):
-    def __init__(self, channels: int, dropout: float):
-        super().__init__()
-        self.block_1 = VQResnetBlock(channels, channels, dropout)
-        self.block_2 = VQResnetBlock(channels, channels, dropout)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.block_2(self.block_1(x))
+def _mid(channels: int, dropout: float) -> nn.Sequential:
+    return nn.Sequential(OrderedDict(block_1=VQResnetBlock(channels, channels, dropout),
+                                     block_2=VQResnetBlock(channels, channels, dropout)))
 
 
-class _Upsample(nn.Module):
-    def __init__(self, channels: int):
-        super().__init__()
-        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.conv(F.interpolate(x, scale_factor=2.0, mode="nearest"))
+def _upsample(channels: int) -> nn.Sequential:
+    return nn.Sequential(OrderedDict(resize=nn.Upsample(scale_factor=2.0, mode="nearest"),
+                                     conv=nn.Conv2d(channels, channels, 3, padding=1)))
 
 
 class VQEncoder(nn.Module):
@@ -427,7 +410,7 @@ class VQEncoder(nn.Module):
             self.down.append(level_module)
         self.num_levels = len(c.ch_mult)
         top = c.ch * c.ch_mult[-1]
-        self.mid = _Mid(top, c.dropout)
+        self.mid = _mid(top, c.dropout)
         self.norm_out = _group_norm(top)
         self.conv_out = nn.Conv2d(top, c.z_channels, 1)
 
@@ -447,7 +430,7 @@ class VQDecoder(nn.Module):
         super().__init__()
         width = c.ch * c.ch_mult[-1]
         self.conv_in = nn.Conv2d(c.z_channels, width, 3, padding=1)
-        self.mid = _Mid(width, c.dropout)
+        self.mid = _mid(width, c.dropout)
         up = [None] * len(c.ch_mult)
         for level in reversed(range(len(c.ch_mult))):
             level_module, blocks = nn.Module(), nn.ModuleList()
@@ -456,7 +439,7 @@ class VQDecoder(nn.Module):
                 width = c.ch * c.ch_mult[level]
             level_module.block = blocks
             if level != 0:
-                level_module.upsample = _Upsample(width)
+                level_module.upsample = _upsample(width)
             up[level] = level_module
         self.up = nn.ModuleList(up)
         self.norm_out = _group_norm(width)
@@ -517,11 +500,10 @@ class VQGAN(nn.Module):
         """[0, 1] images (B, 3, H, W) -> token ids (B, (H/f)*(W/f))."""
         return self.quantize.codes(self.encoder(images))
 
-    def decode_codes(self, codes: torch.Tensor, grid: tuple[int, int] | None = None) -> torch.Tensor:
-        if grid is None:
-            side = math.isqrt(codes.shape[1])
-            grid = (side, side)
-        return self.decoder(self.quantize.lookup(codes, grid))
+    def decode_codes(self, codes: torch.Tensor) -> torch.Tensor:
+        """Token ids (B, side*side) -> images (B, 3, H, W)."""
+        side = math.isqrt(codes.shape[1])
+        return self.decoder(self.quantize.lookup(codes, (side, side)))
 
     def reconstruct_latents(self, z: torch.Tensor):
         """Encoder outputs z (B, C, h, w) -> (reconstruction, vq_loss, codes), straight-through."""

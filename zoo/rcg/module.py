@@ -16,6 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from zoo.hparams import dataclass_from_dict
 from zoo.hub import resolve_repo
 from zoo.module import ZooModule, plain
 from zoo.rcg.model import (
@@ -29,13 +30,13 @@ from zoo.rcg.model import (
     RDMConfig,
     VQGANConfig,
     build_mlp,
-    config_from_dict,
     ddim_sample,
 )
 from zoo.schedules import warmup_cosine
 from zoo.training import EMA, attached_trainer, weight_decay_groups
 
-__all__ = ["MocoV3Module", "VQGANModule", "RDMModule", "MAGEModule", "mage_targets", "mage_training_loss", "load_prefixed", "eval_mode"]
+__all__ = ["MocoV3Module", "VQGANModule", "RDMModule", "MAGEModule", "mage_targets", "mage_training_loss",
+           "mage_optimizers", "load_prefixed", "eval_mode", "seeded_generator"]
 
 
 # =====================================================================================================================
@@ -60,8 +61,11 @@ def _images_and_labels(batch) -> tuple[torch.Tensor, torch.Tensor | None]:
         return batch, None
     if isinstance(batch, dict):
         return batch["image"], batch.get("label")
-    images, labels = batch[0], (batch[1] if len(batch) > 1 else None)
-    return images, labels
+    return batch[0], (batch[1] if len(batch) > 1 else None)
+
+
+def seeded_generator(device, seed: int | None) -> torch.Generator | None:
+    return torch.Generator(device).manual_seed(int(seed)) if seed is not None else None
 
 
 def load_prefixed(module: nn.Module, name_or_path: str, prefix: str) -> None:
@@ -116,7 +120,7 @@ class _RCGStage(ZooModule):
         config = super().config
         for key, kind in _NETWORK_CONFIGS.items():
             if isinstance(config.get(key), dict):
-                decoded = config_from_dict(kind, config[key], key)
+                decoded = dataclass_from_dict(kind, config[key], key)
                 config[key] = {name: plain(getattr(decoded, name)) for name in config[key]}
         return config
 
@@ -162,7 +166,7 @@ class MocoV3Module(_RCGStage):
                  stop_grad_patch_embed: bool = True):
         super().__init__()
         self.save_hyperparameters()
-        cfg = config_from_dict(EncoderConfig, encoder, "encoder")
+        cfg = dataclass_from_dict(EncoderConfig, encoder, "encoder")
         self.encoder = MocoViT(cfg)
         self.momentum_encoder = MocoViT(cfg)
         self.momentum_encoder.load_state_dict(self.encoder.state_dict())
@@ -239,7 +243,7 @@ class VQGANModule(_RCGStage):
                  discriminator_channels: int = 64, discriminator_layers: int = 3):
         super().__init__()
         self.save_hyperparameters()
-        self.vqgan = VQGAN(config_from_dict(VQGANConfig, vqgan, "vqgan"))
+        self.vqgan = VQGAN(dataclass_from_dict(VQGANConfig, vqgan, "vqgan"))
         if adversarial_weight < 0 or adversarial_start < 0:
             raise ValueError(f"adversarial_weight and adversarial_start must be >= 0 (0 turns the adversarial loss "
                              f"off); got {adversarial_weight} and {adversarial_start}")
@@ -337,9 +341,9 @@ class RDMModule(_RCGStage):
                  blr: float = 1e-6, weight_decay: float = 0.01, ema_decay: float = 0.9999):
         super().__init__()
         self.save_hyperparameters()
-        self.rdm = RDM(config_from_dict(RDMConfig, rdm, "rdm"))
+        self.rdm = RDM(dataclass_from_dict(RDMConfig, rdm, "rdm"))
         self.ema = EMA(self.rdm.denoiser, ema_decay)
-        self.encoder = MocoViT(config_from_dict(EncoderConfig, encoder, "encoder")) if encoder is not None else None
+        self.encoder = MocoViT(dataclass_from_dict(EncoderConfig, encoder, "encoder")) if encoder is not None else None
         _freeze(self.encoder)
 
     def setup(self, stage: str) -> None:
@@ -374,7 +378,7 @@ class RDMModule(_RCGStage):
                seed: int | None = 0, use_ema: bool = True) -> torch.Tensor:
         """Generate n representations (n, C) with DDIM (EMA weights by default)."""
         device = self.rdm.class_embed.weight.device
-        generator = torch.Generator(device).manual_seed(seed) if seed is not None else None
+        generator = seeded_generator(device, seed)
         if labels is None:
             labels = self.rdm.default_labels(n, device)
         x_T = torch.randn(n, self.rdm.config.in_channels, device=device, generator=generator)
@@ -401,16 +405,24 @@ def mage_targets(mage: MAGE, vqgan: VQGAN, encoder: MocoViT | None, images: torc
     return codes, rep
 
 
-def mage_training_loss(mage: MAGE, vqgan: VQGAN, encoder: MocoViT | None, images: torch.Tensor,
-                       generator: torch.Generator | None = None) -> torch.Tensor:
-    """One MAGE training loss: tokens from the frozen VQGAN, reps from the frozen encoder (dropped to the fake
-    latent with probability rep_drop_prob), random drop/mask, label-smoothed CE over masked tokens."""
-    codes, rep = mage_targets(mage, vqgan, encoder, images)
+def mage_training_loss(stage: _RCGStage, batch) -> torch.Tensor:
+    """One MAGE training loss of a MAGEModule's or RCGPipeline's batch: tokens from its frozen VQGAN, reps from its
+    frozen encoder (dropped to the fake latent with probability rep_drop_prob), random drop/mask, label-smoothed CE
+    over masked tokens."""
+    images, _ = _images_and_labels(batch)
+    mage = stage.mage
+    codes, rep = mage_targets(mage, stage.vqgan, stage.encoder, images)
     if rep is not None:
-        rep = mage.training_rep(rep, generator)
-    drop_mask, all_mask = mage.sample_masks(codes.shape[0], codes.device, generator)
-    logits = mage(codes, rep, drop_mask, all_mask)
-    return mage.loss(codes, logits, all_mask)
+        rep = mage.training_rep(rep)
+    drop_mask, all_mask = mage.sample_masks(codes.shape[0], codes.device)
+    return mage.loss(codes, mage(codes, rep, drop_mask, all_mask), all_mask)
+
+
+def mage_optimizers(stage: _RCGStage, betas) -> dict[str, Any]:
+    """AdamW over the MAGE weights (no decay on norms and biases) at blr x effective batch / 256, warmup-cosine."""
+    lr = stage.hparams.blr * _effective_batch(stage.trainer, 4096) / 256
+    opt = torch.optim.AdamW(weight_decay_groups(stage.mage, stage.hparams.weight_decay), lr=lr, betas=tuple(betas))
+    return _schedule(opt, stage.trainer, stage.hparams.warmup_epochs)
 
 
 class MAGEModule(_RCGStage):
@@ -429,12 +441,12 @@ class MAGEModule(_RCGStage):
                  warmup_epochs: float = 10):
         super().__init__()
         self.save_hyperparameters()
-        mage_cfg = config_from_dict(MAGEConfig, mage, "mage")
+        mage_cfg = dataclass_from_dict(MAGEConfig, mage, "mage")
         self.mage = MAGE(mage_cfg)
-        self.vqgan = VQGAN(config_from_dict(VQGANConfig, vqgan, "vqgan"))
+        self.vqgan = VQGAN(dataclass_from_dict(VQGANConfig, vqgan, "vqgan"))
         if mage_cfg.use_rep and encoder is None:
             raise ValueError("a representation-conditioned MAGE (mage.use_rep=True) needs an `encoder` config")
-        self.encoder = MocoViT(config_from_dict(EncoderConfig, encoder, "encoder")) if mage_cfg.use_rep else None
+        self.encoder = MocoViT(dataclass_from_dict(EncoderConfig, encoder, "encoder")) if mage_cfg.use_rep else None
         if self.vqgan.config.n_embed != mage_cfg.codebook_size:
             raise ValueError(f"mage.codebook_size {mage_cfg.codebook_size} != vqgan.n_embed {self.vqgan.config.n_embed}")
         _freeze(self.vqgan)
@@ -445,14 +457,12 @@ class MAGEModule(_RCGStage):
             self._load_inits({"encoder": self.hparams.encoder_init, "vqgan": self.hparams.vqgan_init})
 
     def training_step(self, batch, batch_idx):
-        images, _ = _images_and_labels(batch)
-        loss = mage_training_loss(self.mage, self.vqgan, self.encoder, images)
+        loss = mage_training_loss(self, batch)
         self.log("train/loss", loss, prog_bar=True)
         return loss
 
     def validation_step(self, batch, batch_idx):
-        images, _ = _images_and_labels(batch)
-        self.log("val/loss", mage_training_loss(self.mage, self.vqgan, self.encoder, images))
+        self.log("val/loss", mage_training_loss(self, batch))
 
     @torch.no_grad()
     def sample(self, n: int, *, steps: int = 20, temperature: float = 6.0, seed: int | None = 0,
@@ -460,7 +470,7 @@ class MAGEModule(_RCGStage):
         """n images without representations: the unconditional baseline (``use_rep=False``), or a conditioned
         MAGE's fake-latent branch. Same signature as the RCG pipeline's ``sample`` (RDM/CFG options ignored)."""
         device = self.mage.decoder_pos_embed_learned.device
-        generator = torch.Generator(device).manual_seed(seed) if seed is not None else None
+        generator = seeded_generator(device, seed)
         out = []
         with eval_mode(self):
             for start in range(0, n, batch_size or n):
@@ -475,7 +485,7 @@ class MAGEModule(_RCGStage):
                  temperature: float = 6.0, cfg: float = 0.0, seed: int | None = 0) -> torch.Tensor:
         """Images in [0, 1] from representations (or, for the unconditional baseline, from nothing)."""
         device = self.mage.decoder_pos_embed_learned.device
-        generator = torch.Generator(device).manual_seed(seed) if seed is not None else None
+        generator = seeded_generator(device, seed)
         if rep is not None:
             rep = rep.to(device=device, dtype=self.mage.decoder_pos_embed_learned.dtype)
         with eval_mode(self):
@@ -483,7 +493,4 @@ class MAGEModule(_RCGStage):
             return self.vqgan.decode_codes(codes).float().clamp(0, 1)
 
     def configure_optimizers(self):
-        lr = self.hparams.blr * _effective_batch(self.trainer, 4096) / 256
-        opt = torch.optim.AdamW(weight_decay_groups(self.mage, self.hparams.weight_decay), lr=lr,
-                                betas=tuple(self.hparams.betas))
-        return _schedule(opt, self.trainer, self.hparams.warmup_epochs)
+        return mage_optimizers(self, self.hparams.betas)

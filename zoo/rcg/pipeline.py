@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import math
 import time
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
+from tqdm.auto import tqdm
 
+from zoo.hparams import dataclass_from_dict
 from zoo.rcg.model import (
     MAGE,
     RDM,
@@ -27,38 +28,16 @@ from zoo.rcg.model import (
     MocoViT,
     RDMConfig,
     VQGANConfig,
-    config_from_dict,
     ddim_sample,
     ddim_timesteps,
 )
-from zoo.rcg.module import (
-    _effective_batch,
-    _freeze,
-    _images_and_labels,
-    _RCGStage,
-    _schedule,
-    eval_mode,
-    mage_training_loss,
-)
-from zoo.training import weight_decay_groups
+from zoo.rcg.module import _freeze, _RCGStage, eval_mode, mage_optimizers, mage_training_loss, seeded_generator
 
 __all__ = ["RCGPipeline", "SAMPLING_DEFAULTS"]
 
 
 # MAGE-B settings; catalog entries override them (MAGE-L: temperature 11, cfg 6)
 SAMPLING_DEFAULTS: dict[str, Any] = {"cfg": 1.0, "rdm_steps": 250, "eta": 1.0, "steps": 20, "temperature": 6.0}
-
-
-@contextmanager
-def _bar(show: bool, total: int, desc: str) -> Iterator[Any]:
-    """A tqdm bar of ``total`` steps, closed on exit, or None when not shown."""
-    if not show:
-        yield None
-        return
-    from tqdm.auto import tqdm
-
-    with tqdm(total=total, desc=desc, unit="step") as bar:
-        yield bar
 
 
 class RCGPipeline(_RCGStage):
@@ -77,10 +56,10 @@ class RCGPipeline(_RCGStage):
                  blr: float = 1.5e-4, weight_decay: float = 0.05, warmup_epochs: float = 0):
         super().__init__()
         self.save_hyperparameters()
-        self.encoder = MocoViT(config_from_dict(EncoderConfig, encoder, "encoder"))
-        self.rdm = RDM(config_from_dict(RDMConfig, rdm, "rdm"))
-        self.mage = MAGE(config_from_dict(MAGEConfig, mage, "mage"))
-        self.vqgan = VQGAN(config_from_dict(VQGANConfig, vqgan, "vqgan"))
+        self.encoder = MocoViT(dataclass_from_dict(EncoderConfig, encoder, "encoder"))
+        self.rdm = RDM(dataclass_from_dict(RDMConfig, rdm, "rdm"))
+        self.mage = MAGE(dataclass_from_dict(MAGEConfig, mage, "mage"))
+        self.vqgan = VQGAN(dataclass_from_dict(VQGANConfig, vqgan, "vqgan"))
         unknown = sorted(set(sampling or {}) - set(SAMPLING_DEFAULTS))
         if unknown:
             raise ValueError(f"unknown sampling defaults {unknown}; known: {sorted(SAMPLING_DEFAULTS)}")
@@ -124,9 +103,6 @@ class RCGPipeline(_RCGStage):
     def _model_device(self) -> torch.device:
         return self.mage.decoder_pos_embed_learned.device
 
-    def _generator(self, seed: int | None) -> torch.Generator | None:
-        return torch.Generator(self._model_device()).manual_seed(int(seed)) if seed is not None else None
-
     def _check_images(self, images: torch.Tensor) -> torch.Tensor:
         if images.ndim != 4 or images.shape[1] != 3:
             raise ValueError(f"images must be (B, 3, H, W) floats in [0, 1], got shape {tuple(images.shape)}")
@@ -157,10 +133,9 @@ class RCGPipeline(_RCGStage):
             raise ValueError(f"labels must be {n} class ids in [0, {self.rdm.config.n_classes})")
         x_T = torch.randn(n, self.rdm.config.in_channels, device=device, generator=generator)
         rdm_steps = d["rdm_steps"] if rdm_steps is None else rdm_steps
-        with _bar(progress, self._rdm_step_count(rdm_steps), "RDM (DDIM)") as bar:
+        with tqdm(total=self._rdm_step_count(rdm_steps), desc="RDM (DDIM)", unit="step", disable=not progress) as bar:
             return ddim_sample(self.rdm.denoiser, self.rdm.schedule, x_T, self.rdm.context(labels), rdm_steps,
-                               d["eta"] if eta is None else eta, generator,
-                               on_step=on_step if bar is None else bar.update)
+                               d["eta"] if eta is None else eta, generator, on_step=bar.update if progress else on_step)
 
     def _rdm_step_count(self, rdm_steps: int) -> int:
         return len(ddim_timesteps(rdm_steps, self.rdm.schedule.timesteps))
@@ -202,7 +177,7 @@ class RCGPipeline(_RCGStage):
         if labels is not None and not self.is_class_conditional:
             raise ValueError("labels were given but this RCG model is unconditional")
         batch_size = batch_size or n
-        generator = self._generator(seed)
+        generator = seeded_generator(self._model_device(), seed)
         clock = timings if timings is not None else {}
         for stage in ("rdm", "mage", "vqgan"):
             clock.setdefault(stage, 0.0)
@@ -211,32 +186,25 @@ class RCGPipeline(_RCGStage):
         # one bar over every RDM step and MAGE iteration: a batch takes minutes on a CPU, so a per-batch bar stalls
         per_batch = (self._rdm_step_count(d["rdm_steps"] if rdm_steps is None else rdm_steps)
                      + (d["steps"] if steps is None else steps))
-        with _bar(progress, len(batches) * per_batch, "RCG sampling") as bar, eval_mode(self):
-            return self._sample_batches(n, batches, batch_size, labels, clock, cfg=cfg, rdm_steps=rdm_steps,
-                                        steps=steps, temperature=temperature, eta=eta, generator=generator, bar=bar)
-
-    def _sample_batches(self, n, batches, batch_size, labels, clock, *, cfg, rdm_steps, steps, temperature, eta,
-                        generator, bar) -> torch.Tensor:
         out = []
-        for k, start in enumerate(batches, 1):
-            b = min(batch_size, n - start)
-            lab = None if labels is None else torch.as_tensor(labels)[start:start + b]
-            t0 = time.perf_counter()
-            if bar is not None:
+        with tqdm(total=len(batches) * per_batch, desc="RCG sampling", unit="step", disable=not progress) as bar, \
+                eval_mode(self):
+            for k, start in enumerate(batches, 1):
+                b = min(batch_size, n - start)
+                lab = None if labels is None else torch.as_tensor(labels)[start:start + b]
+                t0 = time.perf_counter()
                 bar.set_postfix_str(f"batch {k}/{len(batches)}: RDM")
-            rep = self.sample_representations(b, rdm_steps=rdm_steps, eta=eta, labels=lab, generator=generator,
-                                              on_step=None if bar is None else bar.update)
-            t1 = time.perf_counter()
-            if bar is not None:
+                rep = self.sample_representations(b, rdm_steps=rdm_steps, eta=eta, labels=lab, generator=generator,
+                                                  on_step=bar.update)
+                t1 = time.perf_counter()
                 bar.set_postfix_str(f"batch {k}/{len(batches)}: MAGE")
-            codes = self.generate_tokens(rep, cfg=cfg, steps=steps, temperature=temperature, generator=generator,
-                                         on_step=None if bar is None else bar.update)
-            t2 = time.perf_counter()
-            out.append(self.decode_tokens(codes))
-            t3 = time.perf_counter()
-            clock["rdm"] += t1 - t0
-            clock["mage"] += t2 - t1
-            clock["vqgan"] += t3 - t2
+                codes = self.generate_tokens(rep, cfg=cfg, steps=steps, temperature=temperature, generator=generator,
+                                             on_step=bar.update)
+                t2 = time.perf_counter()
+                out.append(self.decode_tokens(codes))
+                clock["rdm"] += t1 - t0
+                clock["mage"] += t2 - t1
+                clock["vqgan"] += time.perf_counter() - t2
         return torch.cat(out)
 
     @torch.no_grad()
@@ -250,20 +218,17 @@ class RCGPipeline(_RCGStage):
         with eval_mode(self):
             rep = self.encode(images)
             codes = self.generate_tokens(rep, cfg=cfg, steps=steps, temperature=temperature,
-                                         generator=self._generator(seed))
+                                         generator=seeded_generator(self._model_device(), seed))
             return self.decode_tokens(codes)
 
     # ------------------------------------------------------------------------------------------------ fine-tune
     def training_step(self, batch, batch_idx):
-        images, _ = _images_and_labels(batch)
-        loss = mage_training_loss(self.mage, self.vqgan, self.encoder, images)
+        loss = mage_training_loss(self, batch)
         self.log("train/loss", loss, prog_bar=True)
         return loss
 
     def configure_optimizers(self):
-        lr = self.hparams.blr * _effective_batch(self.trainer, 4096) / 256
-        opt = torch.optim.AdamW(weight_decay_groups(self.mage, self.hparams.weight_decay), lr=lr, betas=(0.9, 0.95))
-        return _schedule(opt, self.trainer, self.hparams.warmup_epochs)
+        return mage_optimizers(self, betas=(0.9, 0.95))
 
     def model_card_fields(self) -> dict[str, Any]:
         fields = super().model_card_fields()
