@@ -126,6 +126,15 @@ def _require_one_image_source(args) -> None:
         raise SystemExit("give a folder of images or --fashion-mnist train|test (not both)")
 
 
+def _fashion_mnist(args):
+    """The --fashion-mnist split as uint8 RGB images (N, 3, 28, 28), the grey channel repeated."""
+    import torch
+
+    from zoo.rcg.data import FashionMNIST
+
+    return torch.from_numpy(FashionMNIST(args.root, args.fashion_mnist).images)[:, None].expand(-1, 3, -1, -1)
+
+
 def cmd_tokenizer_fid(args) -> None:
     import numpy as np
     import torch
@@ -139,13 +148,10 @@ def cmd_tokenizer_fid(args) -> None:
         raise SystemExit(f"{args.name} is a {type(model).__name__} without a tokenizer; give an RCG VQGAN, MAGE or "
                          "pipeline repo")
     if args.fashion_mnist is not None:
-        from zoo.rcg.data import FashionMNIST
-
-        pool = FashionMNIST(args.root, args.fashion_mnist).images  # (N, 28, 28) uint8
+        pool = _fashion_mnist(args)
         if not 0 < args.n <= len(pool):
             raise SystemExit(f"--n must lie in 1..{len(pool)} for Fashion-MNIST {args.fashion_mnist}")
-        chosen = np.random.default_rng(args.seed).choice(len(pool), args.n, replace=False)
-        images = torch.from_numpy(pool[chosen])[:, None].expand(-1, 3, -1, -1)
+        images = pool[np.random.default_rng(args.seed).choice(len(pool), args.n, replace=False)]
         source = f"fashion-mnist:{args.fashion_mnist}, {args.n} images drawn with seed {args.seed}"
     else:
         images = torch.cat(list(iter_image_folder(args.folder, limit=args.n)))
@@ -157,18 +163,13 @@ def cmd_tokenizer_fid(args) -> None:
 
 def _reference_batches(args):
     """(name, uint8 batches) of the images ref-stats reads: a folder, or a Fashion-MNIST split."""
-    import torch
-
     from zoo.rcg.eval import iter_image_folder
 
     if args.fashion_mnist is None:
         return str(args.folder), iter_image_folder(args.folder, args.batch_size)
-    from zoo.rcg.data import FashionMNIST
-
-    images = torch.from_numpy(FashionMNIST(args.root, args.fashion_mnist).images)  # (N, 28, 28) uint8
-    batches = (images[i:i + args.batch_size, None].expand(-1, 3, -1, -1)
-               for i in range(0, len(images), args.batch_size))
-    return f"fashion-mnist:{args.fashion_mnist}", batches
+    images = _fashion_mnist(args)
+    return f"fashion-mnist:{args.fashion_mnist}", (images[i:i + args.batch_size]
+                                                    for i in range(0, len(images), args.batch_size))
 
 
 def cmd_ref_stats(args) -> None:
