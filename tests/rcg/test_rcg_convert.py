@@ -10,7 +10,7 @@ from safetensors.torch import load_file
 
 import zoo
 from zoo.convert import map_keys
-from zoo.rcg.convert import convert_checkpoint, convert_moco, convert_rdm, detect_kind, from_upstream, load_official
+from zoo.rcg.convert import convert_checkpoint, convert_moco, convert_rdm, detect_kind, load_official
 
 
 def test_official_files_need_the_namespace_allowlist():
@@ -86,22 +86,13 @@ def test_ema_bookkeeping_is_converted(converted):
     assert int(module.ema.num_updates) == 123456 and module.hparams.ema_decay == pytest.approx(0.9999)
 
 
-def test_cli_convert_and_upstream_converter(tmp_path):
-    from test_rcg_pipeline import rcg_cli
+def test_cli_convert(tmp_path):
+    from zoo.cli import main
 
     out = tmp_path / "vq"
-    rcg_cli(["convert", "rcg", str(FIXTURES / "vqgan_tiny" / "vqgan_tiny.ckpt"), "--out", str(out)])
+    assert main(["convert", "rcg", str(FIXTURES / "vqgan_tiny" / "vqgan_tiny.ckpt"), "--out", str(out)]) == 0
     data = io("vqgan_tiny")
     assert torch.equal(zoo.load(out).encode(data["images"]), data["codes"])
-
-    entry = zoo.registry.get_entry("rcg-imagenet256")
-    tiny_entry = type(entry)(**{**entry.__dict__, "convert_args": TINY,
-                                "defaults": {"cfg": 2.0, "temperature": 3.0, "steps": 5, "rdm_steps": 7, "eta": 1.0}})
-    files = {"mage-vitl.pth": FIXTURES / "mage_tiny" / "mage_ckpt.pth", "rdm-mocov3vitl.pth": FIXTURES / "rdm_tiny" / "rdm_ckpt.pth"}
-    from_upstream(files, tmp_path / "pipe", tiny_entry)
-    model = zoo.load(tmp_path / "pipe")
-    assert model.sampling_defaults == {"cfg": 2.0, "temperature": 3.0, "steps": 5, "rdm_steps": 7, "eta": 1.0}
-    assert model.sample(1, seed=0).shape == (1, 3, 32, 32)
 
 
 def test_catalog_entries():
@@ -132,31 +123,24 @@ def test_vq_loss_is_the_legacy_form():
     assert torch.allclose(z.grad, 2 * (z - z_q).detach() / z.numel(), atol=1e-6)
 
 
-def test_upstream_entry_downloads_converts_and_caches(tmp_path):
-    """An upstream entry like rcg-imagenet256, served from a loopback HTTP server: first load downloads the
-    official files (unpinned: trust on first use), converts them, later loads reuse the converted repo."""
-    import functools
-    import http.server
-    import threading
-
+def test_upstream_entry_downloads_converts_and_caches(file_server):
+    """An upstream entry like rcg-imagenet256, served from a loopback file server: first load downloads the
+    official files (unpinned: trust on first use) and converts them (``from_upstream``) with the entry's sampling
+    defaults; later loads reuse the converted repo."""
+    from zoo.rcg.pipeline import SAMPLING_DEFAULTS
     from zoo.registry import FileSpec, ModelEntry, register_model
 
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(FIXTURES))
-    handler.log_message = lambda *args: None
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
-        entry = zoo.registry.get_entry("rcg-imagenet256")
-        files = (FileSpec("mage-vitl.pth", None, None, f"{url}/mage_tiny/mage_ckpt.pth"),
-                 FileSpec("rdm-mocov3vitl.pth", None, None, f"{url}/rdm_tiny/rdm_ckpt.pth"))
-        register_model(ModelEntry(**{**entry.__dict__, "name": "rcg-tiny-loopback", "upstream": files,
-                                     "convert_args": TINY, "defaults": {"cfg": 1.5, "steps": 3, "rdm_steps": 4}}))
-        model = zoo.load("rcg-tiny-loopback")
-        assert model.sampling_defaults["cfg"] == 1.5
-        images = model.sample(2, seed=3)
-        server.shutdown()  # converted and cached: no network needed any more
-        again = zoo.load("rcg-tiny-loopback")
-        assert torch.equal(again.sample(2, seed=3), images)
-    finally:
-        server.shutdown()
+    files = []
+    for name, path in (("mage-vitl.pth", "mage_tiny/mage_ckpt.pth"), ("rdm-mocov3vitl.pth", "rdm_tiny/rdm_ckpt.pth")):
+        file_server.files[f"/{path}"] = (FIXTURES / path).read_bytes()
+        files.append(FileSpec(name, None, None, f"{file_server.url}/{path}"))
+    entry = zoo.registry.get_entry("rcg-imagenet256")
+    register_model(ModelEntry(**{**entry.__dict__, "name": "rcg-tiny-loopback", "upstream": tuple(files),
+                                 "convert_args": TINY, "defaults": {"cfg": 1.5, "steps": 3, "rdm_steps": 4}}))
+    model = zoo.load("rcg-tiny-loopback")
+    assert model.sampling_defaults == {**SAMPLING_DEFAULTS, "cfg": 1.5, "steps": 3, "rdm_steps": 4}
+    images = model.sample(2, seed=3)
+    assert images.shape == (2, 3, 32, 32)
+    downloads = len(file_server.hits)
+    again = zoo.load("rcg-tiny-loopback")  # converted and cached: no request any more
+    assert len(file_server.hits) == downloads and torch.equal(again.sample(2, seed=3), images)

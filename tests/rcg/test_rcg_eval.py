@@ -159,11 +159,11 @@ def test_fid_with_the_inception_network(pipeline, inception, image_folder):
 def test_cli_ref_stats_and_eval(converted, image_folder, tmp_path):
     import json
 
-    from test_rcg_pipeline import rcg_cli
+    from zoo.cli import main
 
-    rcg_cli(["rcg", "ref-stats", str(image_folder / "val"), "--out", str(tmp_path / "ref.npz")])
-    rcg_cli(["rcg", "eval", str(converted["pipeline"]), "--n", "4", "--batch-size", "4", "--ref-stats",
-             str(tmp_path / "ref.npz"), "--rdm-steps", "5", "--steps", "3", "--out", str(tmp_path / "fid.json")])
+    assert main(["rcg", "ref-stats", str(image_folder / "val"), "--out", str(tmp_path / "ref.npz")]) == 0
+    assert main(["rcg", "eval", str(converted["pipeline"]), "--n", "4", "--batch-size", "4", "--ref-stats",
+                 str(tmp_path / "ref.npz"), "--rdm-steps", "5", "--steps", "3", "--out", str(tmp_path / "fid.json")]) == 0
     result = json.loads((tmp_path / "fid.json").read_text())
     assert result["fid"] > 0 and result["num_samples"] == 4 and result["rdm_steps"] == 5
 
@@ -190,13 +190,13 @@ def test_tokenizer_fid_of_reconstructions_and_of_the_real_images(converted, imag
 def test_cli_tokenizer_fid(converted, image_folder, tmp_path):
     import json
 
-    from test_rcg_pipeline import rcg_cli
+    from zoo.cli import main
 
-    rcg_cli(["rcg", "ref-stats", str(image_folder / "val"), "--out", str(tmp_path / "ref.npz")])
-    rcg_cli(["rcg", "tokenizer-fid", str(converted["pipeline"]), str(image_folder / "val"), "--n", "3",
-             "--ref-stats", str(tmp_path / "ref.npz"), "--out", str(tmp_path / "tok.json")])
+    assert main(["rcg", "ref-stats", str(image_folder / "val"), "--out", str(tmp_path / "ref.npz")]) == 0
+    assert main(["rcg", "tokenizer-fid", str(converted["pipeline"]), str(image_folder / "val"), "--n", "3",
+                 "--ref-stats", str(tmp_path / "ref.npz"), "--out", str(tmp_path / "tok.json")]) == 0
     result = json.loads((tmp_path / "tok.json").read_text())
     assert result["num_images"] == 3 and result["fid_reconstructions"] > 0 and result["codes_used"] >= 1
     with pytest.raises(SystemExit, match="not both"):
-        rcg_cli(["rcg", "tokenizer-fid", str(converted["pipeline"]), str(image_folder / "val"), "--fashion-mnist",
-                 "test", "--ref-stats", str(tmp_path / "ref.npz")])
+        main(["rcg", "tokenizer-fid", str(converted["pipeline"]), str(image_folder / "val"), "--fashion-mnist",
+              "test", "--ref-stats", str(tmp_path / "ref.npz")])

@@ -5,6 +5,7 @@ import torch
 from rcg_testdata import io, max_err
 
 import zoo
+from zoo.cli import main
 from zoo.rcg.pipeline import RCGPipeline
 
 FAST = dict(rdm_steps=10, steps=4)
@@ -90,38 +91,15 @@ def test_half_precision_sampling(converted, dtype):
     assert max_err(rep, io("encoder_tiny")["rep"]) < 0.1  # a half-precision encoder stays close to fp32
 
 
-def rcg_cli(argv):
-    """Run `zoo rcg ...` / `zoo convert rcg ...` through this method's own parser hooks."""
-    import argparse
-
-    from zoo.rcg.cli import register_cli
-
-    parser = argparse.ArgumentParser(prog="zoo")
-    commands = parser.add_subparsers(dest="command", required=True)
-    converters = commands.add_parser("convert").add_subparsers(dest="method", required=True)
-    register_cli(commands, converters)
-    args = parser.parse_args(argv)
-    args.func(args)
-
-
 def test_cli_sample_writes_a_png_grid(converted, tmp_path):
     from PIL import Image
 
     out = tmp_path / "grid.png"
-    rcg_cli(["rcg", "sample", str(converted["pipeline"]), "--n", "4", "--out", str(out), "--rdm-steps", "5",
-             "--steps", "3"])
+    assert main(["rcg", "sample", str(converted["pipeline"]), "--n", "4", "--out", str(out), "--rdm-steps", "5",
+                 "--steps", "3"]) == 0
     assert out.exists()
     img = Image.open(out)
     assert img.size == (2 * 32 + 3 * 2, 2 * 32 + 3 * 2)  # 2x2 grid with 2-px padding
-
-
-def test_pipeline_from_trained_stages(converted, pipeline):
-    rdm, mage = zoo.load(converted["rdm"]), zoo.load(converted["mage"])
-    assembled = RCGPipeline.from_stages(rdm, mage, sampling={"cfg": 0.5})
-    assert assembled.sampling_defaults["cfg"] == 0.5
-    reference = pipeline.state_dict()
-    assert set(assembled.state_dict()) == set(reference)
-    assert all(torch.equal(v, reference[k]) for k, v in assembled.state_dict().items())
 
 
 def test_cli_reconstruct(converted, image_folder, tmp_path):
@@ -129,8 +107,8 @@ def test_cli_reconstruct(converted, image_folder, tmp_path):
 
     out = tmp_path / "rec.png"
     images = sorted((image_folder / "val").rglob("*.png"))[:2]  # 40x40: centre-cropped and resized to 32x32
-    rcg_cli(["rcg", "reconstruct", str(converted["pipeline"]), *map(str, images), "--out", str(out), "--steps", "3",
-             "--center-crop"])
+    assert main(["rcg", "reconstruct", str(converted["pipeline"]), *map(str, images), "--out", str(out), "--steps",
+                 "3", "--center-crop"]) == 0
     assert Image.open(out).size == (2 * 32 + 3 * 2, 2 * 32 + 3 * 2)  # inputs over generations
 
 
@@ -139,7 +117,6 @@ def test_cli_reconstruct_refuses_other_sizes_and_non_images(converted, tmp_path,
     import numpy as np
     from PIL import Image
 
-    from zoo.cli import main
     from zoo.errors import InputError
     from zoo.rcg.cli import fit_size
 
@@ -189,26 +166,29 @@ def test_sampling_progress_moves_with_every_step(pipeline, capsys):
     assert torch.equal(quiet, shown)  # the bar does not change the samples
 
 
-def test_cli_sample_class_conditional(converted, tmp_path):
+def test_cli_sample_class_conditional(converted, tmp_path, capsys):
     out = tmp_path / "cc.png"
-    rcg_cli(["rcg", "sample", str(converted["pipeline_cc"]), "--n", "2", "--labels", "3", "--out", str(out),
-             "--rdm-steps", "4", "--steps", "2"])
+    assert main(["rcg", "sample", str(converted["pipeline_cc"]), "--n", "2", "--labels", "3", "--out", str(out),
+                 "--rdm-steps", "4", "--steps", "2"]) == 0
     assert out.exists()
-    with pytest.raises(ValueError, match="1 or --n"):
-        rcg_cli(["rcg", "sample", str(converted["pipeline_cc"]), "--n", "3", "--labels", "1,2", "--out",
-                 str(tmp_path / "x.png")])
+    capsys.readouterr()
+    assert main(["rcg", "sample", str(converted["pipeline_cc"]), "--n", "3", "--labels", "1,2", "--out",
+                 str(tmp_path / "x.png")]) == 2
+    assert "1 or --n" in capsys.readouterr().err
 
 
 def test_cli_assemble_writes_the_stages_as_one_pipeline(converted, pipeline, tmp_path):
-    rcg_cli(["rcg", "assemble", "--rdm", str(converted["rdm"]), "--mage", str(converted["mage"]),
-             "--out", str(tmp_path / "assembled"), "--sampling", '{"cfg": 0.5}'])
+    """`zoo rcg assemble` (RCGPipeline.from_stages): the MAGE stage's encoder and tokenizer, the RDM's EMA weights."""
+    assert main(["rcg", "assemble", "--rdm", str(converted["rdm"]), "--mage", str(converted["mage"]),
+                 "--out", str(tmp_path / "assembled"), "--sampling", '{"cfg": 0.5}']) == 0
     assembled = zoo.load(tmp_path / "assembled")
     assert isinstance(assembled, RCGPipeline) and assembled.sampling_defaults["cfg"] == 0.5
     reference = pipeline.state_dict()
+    assert set(assembled.state_dict()) == set(reference)
     assert all(torch.equal(v, reference[k]) for k, v in assembled.state_dict().items())
     with pytest.raises(SystemExit, match="--rdm must be a trained rcg-rdm repo"):
-        rcg_cli(["rcg", "assemble", "--rdm", str(converted["mage"]), "--mage", str(converted["mage"]),
-                 "--out", str(tmp_path / "bad")])
+        main(["rcg", "assemble", "--rdm", str(converted["mage"]), "--mage", str(converted["mage"]),
+              "--out", str(tmp_path / "bad")])
     assert not (tmp_path / "bad").exists()
 
 
