@@ -89,9 +89,8 @@ def save_reference_stats(path: str | os.PathLike, features: torch.Tensor) -> Non
     from zoo.io import atomic_path
 
     f = features.detach().double().cpu().numpy()
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as out:
-            np.savez(out, mu=f.mean(0), sigma=np.cov(f, rowvar=False), n=np.int64(f.shape[0]))
+    with atomic_path(path) as tmp, open(tmp, "wb") as out:
+        np.savez(out, mu=f.mean(0), sigma=np.cov(f, rowvar=False), n=np.int64(f.shape[0]))
 
 
 def set_reference_stats(metric, mu: np.ndarray, sigma: np.ndarray, n: int = 50000) -> None:
@@ -154,9 +153,8 @@ class FeatureCache:
     def save(self, start: int, features: torch.Tensor) -> None:
         from zoo.io import atomic_path
 
-        with atomic_path(self._path(start)) as tmp:
-            with open(tmp, "wb") as out:
-                np.save(out, features.detach().float().cpu().numpy())
+        with atomic_path(self._path(start)) as tmp, open(tmp, "wb") as out:
+            np.save(out, features.detach().float().cpu().numpy())
 
 
 def cached_features(cache: FeatureCache | None, start: int, size: int, compute) -> torch.Tensor:

@@ -91,12 +91,6 @@ def eval_mode(module: nn.Module):
         module.train(was_training)
 
 
-def _freeze(module: nn.Module | None) -> None:
-    if module is not None:
-        module.requires_grad_(False)
-        module.eval()
-
-
 _NETWORK_CONFIGS = {"encoder": EncoderConfig, "rdm": RDMConfig, "mage": MAGEConfig, "vqgan": VQGANConfig}
 
 
@@ -104,12 +98,18 @@ class _RCGStage(ZooModule):
     method = "rcg"
     _frozen: tuple[str, ...] = ()  # submodules that stay frozen and in eval mode
 
+    def _frozen_parts(self) -> list[nn.Module]:
+        return [part for name in self._frozen if (part := getattr(self, name, None)) is not None]
+
+    def _freeze(self) -> None:
+        """End of ``__init__``: the frozen parts get no gradients (and stay in eval mode, see ``train``)."""
+        for part in self._frozen_parts():
+            part.requires_grad_(False).eval()
+
     def train(self, mode: bool = True):
         super().train(mode)
-        for name in self._frozen:
-            sub = getattr(self, name, None)
-            if sub is not None:
-                sub.eval()
+        for part in self._frozen_parts():
+            part.eval()
         return self
 
     @property
@@ -344,7 +344,7 @@ class RDMModule(_RCGStage):
         self.rdm = RDM(dataclass_from_dict(RDMConfig, rdm, "rdm"))
         self.ema = EMA(self.rdm.denoiser, ema_decay)
         self.encoder = MocoViT(dataclass_from_dict(EncoderConfig, encoder, "encoder")) if encoder is not None else None
-        _freeze(self.encoder)
+        self._freeze()
 
     def setup(self, stage: str) -> None:
         if stage == "fit":
@@ -449,8 +449,7 @@ class MAGEModule(_RCGStage):
         self.encoder = MocoViT(dataclass_from_dict(EncoderConfig, encoder, "encoder")) if mage_cfg.use_rep else None
         if self.vqgan.config.n_embed != mage_cfg.codebook_size:
             raise ValueError(f"mage.codebook_size {mage_cfg.codebook_size} != vqgan.n_embed {self.vqgan.config.n_embed}")
-        _freeze(self.vqgan)
-        _freeze(self.encoder)
+        self._freeze()
 
     def setup(self, stage: str) -> None:
         if stage == "fit":

@@ -31,7 +31,7 @@ from zoo.rcg.model import (
     ddim_sample,
     ddim_timesteps,
 )
-from zoo.rcg.module import _freeze, _RCGStage, eval_mode, mage_optimizers, mage_training_loss, seeded_generator
+from zoo.rcg.module import _RCGStage, eval_mode, mage_optimizers, mage_training_loss, seeded_generator
 
 __all__ = ["RCGPipeline", "SAMPLING_DEFAULTS"]
 
@@ -72,8 +72,7 @@ class RCGPipeline(_RCGStage):
                              f"{self.mage.config.num_tokens}")
         if not self.mage.config.use_rep:
             raise ValueError("the RCG pipeline needs a representation-conditioned MAGE (mage.use_rep=True)")
-        for part in (self.encoder, self.vqgan, self.rdm):
-            _freeze(part)
+        self._freeze()
 
     @classmethod
     def from_stages(cls, rdm, mage, *, sampling: dict | None = None) -> "RCGPipeline":
@@ -84,9 +83,7 @@ class RCGPipeline(_RCGStage):
         grid = math.isqrt(mage.mage.config.num_tokens)
         hparams = dict(encoder=mage.hparams["encoder"], rdm=rdm.hparams["rdm"], mage=mage.hparams["mage"],
                        vqgan=mage.hparams["vqgan"], image_size=grid * mage.vqgan.downsample, sampling=sampling)
-        state = {**{f"encoder.{k}": v for k, v in mage.encoder.state_dict().items()},
-                 **{f"mage.{k}": v for k, v in mage.mage.state_dict().items()},
-                 **{f"vqgan.{k}": v for k, v in mage.vqgan.state_dict().items()},
+        state = {**mage.state_dict(),  # encoder.*, mage.*, vqgan.*
                  **{f"rdm.denoiser.{k}": v for k, v in rdm.ema.shadow.state_dict().items()},
                  "rdm.class_embed.weight": rdm.rdm.class_embed.weight}
         return cls.from_state_dict(hparams, {k: v.detach().clone() for k, v in state.items()})
