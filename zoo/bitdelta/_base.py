@@ -11,7 +11,7 @@ from torch import nn
 
 from zoo.io import CONFIG_NAME
 
-__all__ = ["load_model", "is_zoo_ref"]
+__all__ = ["load_model", "is_zoo_ref", "base_source"]
 
 
 def is_zoo_ref(ref: str) -> bool:
@@ -29,6 +29,21 @@ def is_zoo_ref(ref: str) -> bool:
     except UnknownModelError:
         return False
     return True
+
+
+def _beside(ref: str, folder: str | os.PathLike | None) -> str:
+    """``ref``, or the folder it names relative to ``folder`` (a delta naming its base as ``../base``)."""
+    if folder is not None and not Path(ref).is_absolute() and (Path(folder) / ref).is_dir():
+        return str((Path(folder) / ref).resolve())
+    return ref
+
+
+def base_source(base: str | os.PathLike | nn.Module | None, named: str | None, folder: Path) -> str | None:
+    """Where a delta's base, and so its tokenizer, comes from: ``base`` as given (a name or folder), else the base
+    the delta in ``folder`` names."""
+    if isinstance(base, (str, os.PathLike)):
+        return str(base)
+    return _beside(named, folder) if base is None and named else named
 
 
 def load_model(
@@ -50,9 +65,7 @@ def load_model(
     from zoo.loading import parse_dtype
 
     dtype = parse_dtype(dtype)
-    ref = str(ref)
-    if relative_to is not None and not Path(ref).is_absolute() and (Path(relative_to) / ref).is_dir():
-        ref = str((Path(relative_to) / ref).resolve())
+    ref = _beside(str(ref), relative_to)
     with torch.device("cpu"):  # also when a checkpoint loader builds us under the meta device
         if is_zoo_ref(ref):
             from zoo.loading import load

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from zoo.io import DEFAULT_SHARD_BYTES, atomic_path
-from zoo.bitdelta._base import load_model
+from zoo.bitdelta._base import base_source, load_model
 from zoo.bitdelta.delta import BitDelta, compress, parse_dtype_name
 from zoo.bitdelta.model import apply_deltas_, compressed_layers, delta_from_model
 from zoo.errors import ConfigError
@@ -59,12 +59,12 @@ def causal_lm_loss(logits: torch.Tensor, input_ids: torch.Tensor, attention_mask
     return F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), targets.flatten(), ignore_index=-100, reduction=reduction)
 
 
-def _as_inputs(batch: Any) -> dict[str, torch.Tensor]:
-    if isinstance(batch, dict):
-        return batch
-    if isinstance(batch, (list, tuple)):
-        batch = batch[0]
-    return {"input_ids": batch}
+def _lm_loss(model: nn.Module, batch: Any) -> torch.Tensor:
+    """:func:`causal_lm_loss` of ``model`` on a batch: a dict of keyword inputs, or the input ids (alone or first in
+    a tuple)."""
+    if not isinstance(batch, dict):
+        batch = {"input_ids": batch[0] if isinstance(batch, (list, tuple)) else batch}
+    return causal_lm_loss(model_logits(model, batch), batch["input_ids"], batch.get("attention_mask"))
 
 
 # ----------------------------------------------------------------------------- text generation
@@ -148,18 +148,41 @@ def generate_text(generate, tokenizer, prompt: str, *, rows: int = 1, max_new_to
             for t, row in zip(texts, out)]
 
 
-def _delta_card_fields(delta: BitDelta, card: dict[str, Any]) -> dict[str, Any]:
-    fields = {**card, "paper": PAPER}
-    fields["tags"] = sorted(set(card.get("tags", [])) | {"bitdelta", "delta"})
-    if delta.base and not Path(delta.base).expanduser().exists():
-        fields["base_model"] = delta.base.removeprefix("hf://")
-    fields["description"] = (
-        f"A BitDelta (1-bit fine-tune delta) of {len(delta.shapes)} layers against the base `{delta.base}`"
-        f"{f' at revision {delta.base_revision}' if delta.base_revision else ''}; {delta.nbytes() / 2**20:.2f} MiB "
-        f"of packed signs, scales and {len(delta.params)} full-precision tensors. `zoo.load` fetches the base, checks "
-        f"its weights (sha256 {delta.base_sha256 or 'not recorded'}) and applies the delta."
-    )
-    return fields
+class _SavedAsDelta(ZooModule):
+    """A module saved as the BitDelta it holds (``to_delta()``), never with its base: a ``bitdelta`` repo."""
+
+    saved_hparams: tuple[str, ...] = ()  # training settings the repo keeps beside the delta
+
+    def forward(self, *args, **kwargs):
+        return self.model(*args, **kwargs)
+
+    def pretrained_state_dict(self) -> dict[str, torch.Tensor]:
+        return self.to_delta().state_dict()
+
+    def save_pretrained(self, directory: str | os.PathLike, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES,
+                        extra_files: dict[str, str | bytes] | None = None) -> list[str]:
+        """Write the delta repo: packed signs, scales, carried tensors and metadata."""
+        keep = {k: self.hparams[k] for k in self.saved_hparams}
+        names = self.to_delta().save(directory, extra_hparams=keep, max_shard_bytes=max_shard_bytes)
+        for name, content in (extra_files or {}).items():
+            with atomic_path(Path(directory) / name) as tmp:
+                tmp.write_bytes(content.encode() if isinstance(content, str) else content)
+            names.append(name)
+        return names
+
+    def model_card_fields(self) -> dict[str, Any]:
+        delta, card = self.to_delta(), super().model_card_fields()
+        fields = {**card, "paper": PAPER}
+        fields["tags"] = sorted(set(card.get("tags", [])) | {"bitdelta", "delta"})
+        if delta.base and not Path(delta.base).expanduser().exists():
+            fields["base_model"] = delta.base.removeprefix("hf://")
+        fields["description"] = (
+            f"A BitDelta (1-bit fine-tune delta) of {len(delta.shapes)} layers against the base `{delta.base}`"
+            f"{f' at revision {delta.base_revision}' if delta.base_revision else ''}; {delta.nbytes() / 2**20:.2f} MiB "
+            f"of packed signs, scales and {len(delta.params)} full-precision tensors. `zoo.load` fetches the base, "
+            f"checks its weights (sha256 {delta.base_sha256 or 'not recorded'}) and applies the delta."
+        )
+        return fields
 
 
 # ----------------------------------------------------------------------------- a plain causal LM
@@ -208,17 +231,13 @@ class CausalLM(ZooModule):
         return generate_text(lm.generate, text_tokenizer(self, tokenizer), prompt, max_new_tokens=max_new_tokens,
                              temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, device=lm.device)[0]
 
-    def _loss(self, batch) -> torch.Tensor:
-        inputs = _as_inputs(batch)
-        return causal_lm_loss(model_logits(self.model, inputs), inputs["input_ids"], inputs.get("attention_mask"))
-
     def training_step(self, batch, batch_idx):
-        loss = self._loss(batch)
+        loss = _lm_loss(self.model, batch)
         self.log("train_loss", loss, prog_bar=True)
         return loss
 
     def validation_step(self, batch, batch_idx):
-        self.log("val_loss", self._loss(batch), prog_bar=True)
+        self.log("val_loss", _lm_loss(self.model, batch), prog_bar=True)
 
     def configure_optimizers(self):
         hp = self.hparams
@@ -229,11 +248,12 @@ class CausalLM(ZooModule):
 
 
 # ----------------------------------------------------------------------------- the fine-tune as base + delta
-class BitDeltaModule(ZooModule):
+class BitDeltaModule(_SavedAsDelta):
     """A fine-tuned model held as its base plus a BitDelta; the hyperparameters describe the delta."""
 
     model_type = "bitdelta"
     method = "bitdelta"
+    saved_hparams = ("lr", "weight_decay", "block_size")  # not "merged": a repo loads merged by default
 
     def __init__(
         self,
@@ -303,10 +323,7 @@ class BitDeltaModule(ZooModule):
         if block_size is not None:
             hp["block_size"] = block_size
         module = cls(**hp, model=base_model, delta=delta)
-        if isinstance(base, (str, os.PathLike)):
-            module.tokenizer_source = str(base)
-        elif base is None and delta.base and not Path(delta.base).is_absolute() and (directory / delta.base).is_dir():
-            module.tokenizer_source = str((directory / delta.base).resolve())  # a base named relative to the delta
+        module.tokenizer_source = base_source(base, hparams["base"], directory)
         module.to(device)
         if dtype is not None:
             module.to(dtype=dtype)
@@ -323,27 +340,7 @@ class BitDeltaModule(ZooModule):
         self.carried_dtypes = {n: dtype if d.is_floating_point else d for n, d in self.carried_dtypes.items()}
         return self
 
-    def pretrained_state_dict(self) -> dict[str, torch.Tensor]:
-        return self.to_delta().state_dict()
-
-    def save_pretrained(self, directory: str | os.PathLike, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES,
-                        extra_files: dict[str, str | bytes] | None = None) -> list[str]:
-        """Write the delta repo (never the base): packed signs, scales, carried tensors, metadata."""
-        keep = {k: self.hparams[k] for k in ("lr", "weight_decay", "block_size")}  # loads merged by default
-        names = self.to_delta().save(directory, extra_hparams=keep, max_shard_bytes=max_shard_bytes)
-        for name, content in (extra_files or {}).items():
-            with atomic_path(Path(directory) / name) as tmp:
-                tmp.write_bytes(content.encode() if isinstance(content, str) else content)
-            names.append(name)
-        return names
-
-    def model_card_fields(self) -> dict[str, Any]:
-        return _delta_card_fields(self.to_delta(), super().model_card_fields())
-
     # ------------------------------------------------------------------ running
-    def forward(self, *args, **kwargs):
-        return self.model(*args, **kwargs)
-
     def generate(self, prompt: str, max_new_tokens: int = 80, temperature: float = 0.0, *, top_k: int = 0,
                  top_p: float = 1.0, seed: int | None = None, tokenizer=None) -> str:
         """Continue ``prompt`` with the fine-tune (greedy at temperature 0), in its base's vocabulary: bytes for the
@@ -367,8 +364,7 @@ class BitDeltaModule(ZooModule):
     def _step(self, hook: str, name: str, batch, batch_idx):
         if isinstance(self.model, L.LightningModule):  # a zoo base module knows its own loss
             return self._inner_step(hook, batch, batch_idx)
-        inputs = _as_inputs(batch)
-        loss = causal_lm_loss(model_logits(self.model, inputs), inputs["input_ids"], inputs.get("attention_mask"))
+        loss = _lm_loss(self.model, batch)
         self.log(name, loss, prog_bar=True)
         return loss
 
@@ -389,7 +385,7 @@ class BitDeltaModule(ZooModule):
 
 
 # ----------------------------------------------------------------------------- scale distillation
-class ScaleDistillation(ZooModule):
+class ScaleDistillation(_SavedAsDelta):
     """Compress ``finetune`` against ``base`` and distil the scales on the fine-tune's logits.
 
     ``base`` / ``finetune`` are zoo names, local folders or HF repo ids (or pass loaded models as
@@ -455,9 +451,6 @@ class ScaleDistillation(ZooModule):
     def on_fit_start(self) -> None:
         self.teacher.to(self.device)
 
-    def forward(self, *args, **kwargs):
-        return self.model(*args, **kwargs)
-
     def distillation_loss(self, batch) -> torch.Tensor:
         """MSE between student and teacher logits, torch's mean over batch × sequence × vocab (padding included)."""
         with torch.no_grad():
@@ -500,19 +493,3 @@ class ScaleDistillation(ZooModule):
     def store_as_(self, dtype: torch.dtype) -> ScaleDistillation:
         raise ConfigError("a distillation checkpoint publishes its delta as trained; publish it first, then "
                           f"`zoo publish DELTA_FOLDER REPO --dtype {str(dtype).removeprefix('torch.')}`")
-
-    def pretrained_state_dict(self) -> dict[str, torch.Tensor]:
-        return self.to_delta().state_dict()
-
-    def save_pretrained(self, directory: str | os.PathLike, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES,
-                        extra_files: dict[str, str | bytes] | None = None) -> list[str]:
-        """Write the distilled delta as a ``bitdelta`` repo (``zoo.load`` gives a :class:`BitDeltaModule`)."""
-        names = self.to_delta().save(directory, max_shard_bytes=max_shard_bytes)
-        for name, content in (extra_files or {}).items():
-            with atomic_path(Path(directory) / name) as tmp:
-                tmp.write_bytes(content.encode() if isinstance(content, str) else content)
-            names.append(name)
-        return names
-
-    def model_card_fields(self) -> dict[str, Any]:
-        return _delta_card_fields(self.to_delta(), super().model_card_fields())

@@ -16,7 +16,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from zoo.bitdelta._base import load_model
+from zoo.bitdelta._base import base_source, load_model
 from zoo.bitdelta.delta import BitDelta
 from zoo.bitdelta.model import apply_deltas_, use_tenants
 
@@ -59,25 +59,19 @@ class MultiTenantLM(nn.Module):
         model = load_model(base if base is not None else first.base, revision=first.base_revision,
                            dtype=first.base_dtype, device=device, relative_to=folder)
         server = cls(model, loaded, verify_base=verify_base)
-        server.tokenizer_source = str(base) if isinstance(base, (str, os.PathLike)) else first.base
-        if base is None and first.base and (folder / first.base).is_dir():  # a base named relative to the delta
-            server.tokenizer_source = str((folder / first.base).resolve())
+        server.tokenizer_source = base_source(base, first.base, folder)
         return server
 
     def forward(self, *args, tenants: torch.Tensor | Sequence[int], **kwargs):
         with use_tenants(self.model, tenants):
             return self.model(*args, **kwargs)
 
-    def _generator(self) -> nn.Module:
-        """The module with ``transformers``' ``.generate``: the model itself, or the HF model inside a zoo module."""
-        from zoo.bitdelta.module import causal_lm
-
-        return causal_lm(self.model)
-
     @torch.no_grad()
     def generate(self, input_ids: torch.Tensor, *, tenants: torch.Tensor | Sequence[int], **kwargs) -> torch.Tensor:
         """``model.generate`` with row i decoded by tenant ``tenants[i]`` (rows keep their order: no beam search)."""
         if kwargs.get("num_beams", 1) != 1:
             raise ValueError("multi-tenant generation keeps one row per request; beam search (num_beams > 1) reorders rows")
+        from zoo.bitdelta.module import causal_lm
+
         with use_tenants(self.model, tenants):
-            return self._generator().generate(input_ids, **kwargs)
+            return causal_lm(self.model).generate(input_ids, **kwargs)
