@@ -72,14 +72,10 @@ def cmd_eval(args) -> None:
     from zoo.bitdelta.evaluate import logit_agreement, perplexity, recovered_fraction
     from zoo.loading import load
 
-    kwargs = {"merged": not args.unmerged}
-    if args.base:
-        kwargs["base"] = args.base
-    model = load(args.delta, **kwargs)
+    model = load(args.delta, merged=not args.unmerged, base=args.base)
     tokenizer = args.tokenizer or _default_tokenizer(args.finetune, args.base, model.hparams.base)
     opts = {"tokenizer": tokenizer, "max_length": args.max_length, "batch_size": args.batch_size}
-    rows = [("bitdelta", perplexity(model, args.text, **opts))]
-    results = {"bitdelta": rows[0][1]}
+    results = {"bitdelta": perplexity(model, args.text, **opts)}
     if args.finetune:
         finetune = load_model(args.finetune, dtype=model.hparams.base_dtype)
         results["finetune"] = perplexity(finetune, args.text, **opts)
@@ -87,8 +83,7 @@ def cmd_eval(args) -> None:
         base = load_model(args.base or model.hparams.base, revision=model.hparams.base_revision,
                           dtype=model.hparams.base_dtype, relative_to=args.delta if Path(args.delta).is_dir() else None)
         results["base"] = perplexity(base, args.text, **opts)
-        gain = results["base"]["nll"] - results["finetune"]["nll"]
-        if gain > 0:
+        if results["base"]["nll"] > results["finetune"]["nll"]:
             results["recovered"] = recovered_fraction(results["base"]["nll"], results["finetune"]["nll"],
                                                       results["bitdelta"]["nll"])
     if args.json:

@@ -173,10 +173,7 @@ class BitDelta:
     def hparams(self) -> dict[str, Any]:
         """The plain-JSON description of this delta: BitDeltaModule's hyperparameters."""
         return {
-            "base": self.base,
-            "base_revision": self.base_revision,
-            "base_sha256": self.base_sha256,
-            "base_dtype": self.base_dtype,
+            **self.identity(),
             "modules": {name: list(shape) for name, shape in self.shapes.items()},
             "params": {name: {"shape": list(t.shape), "dtype": dtype_name(t.dtype)} for name, t in self.params.items()},
         }
