@@ -4,6 +4,8 @@ import pytest
 import torch
 from bitdelta_testdata import FIXTURES, hf_model
 
+from zoo.bitdelta.delta import compress
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _one_thread():
@@ -40,13 +42,9 @@ def official():
 
 @pytest.fixture(scope="session")
 def delta_a(models):
-    from zoo.bitdelta.delta import compress
-
     return compress(models["base"], models["finetune"], base_name=str(FIXTURES / "base"), progress=False)
 
 
 @pytest.fixture(scope="session")
 def delta_b(models):
-    from zoo.bitdelta.delta import compress
-
     return compress(models["base"], models["finetune_b"], base_name=str(FIXTURES / "base"), progress=False)

@@ -3,19 +3,12 @@
 
 import pytest
 import torch
-from bitdelta_testdata import FIXTURES
+from bitdelta_testdata import FIXTURES, logit_error
 
 import zoo
 from zoo.bitdelta.convert import carried_dtype, convert
 from zoo.bitdelta.delta import BitDelta, base_fingerprint
 from zoo.cli import main
-
-
-def _logit_error(repo, logits, key) -> float:
-    model = zoo.load(repo, base=str(FIXTURES / "base"))
-    with torch.no_grad():
-        out = model(input_ids=logits["input_ids"]).logits
-    return (out - logits[key]).abs().max().item()
 
 
 def test_cli_with_the_base_converts_the_fp32_diff_exactly(tmp_path, logits, models, capsys):
@@ -24,7 +17,7 @@ def test_cli_with_the_base_converts_the_fp32_diff_exactly(tmp_path, logits, mode
                  "--base-path", str(FIXTURES / "base")]) == 0
     delta = BitDelta.load(out)
     assert delta.base_dtype == "float32" and delta.base_sha256 == base_fingerprint(models["base"])
-    assert _logit_error(out, logits, "logits_reconstructed_calibrated") <= 1e-5
+    assert logit_error(zoo.load(out, base=str(FIXTURES / "base")), logits, "logits_reconstructed_calibrated") <= 1e-5
 
 
 def test_a_base_dtype_that_would_round_the_diff_is_refused(tmp_path, capsys):

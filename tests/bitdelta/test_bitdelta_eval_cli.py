@@ -1,5 +1,6 @@
 """Evaluation (perplexity, logit agreement) and the `zoo bitdelta` / `zoo convert bitdelta` commands."""
 
+import copy
 import json
 import math
 
@@ -11,6 +12,7 @@ from bitdelta_testdata import FIXTURES
 import zoo
 from zoo.bitdelta.data import ByteTokenizer, load_token_rows
 from zoo.bitdelta.evaluate import logit_agreement, perplexity, recovered_fraction
+from zoo.bitdelta.model import apply_deltas_
 from zoo.cli import main
 
 BASE, FINETUNE = str(FIXTURES / "base"), str(FIXTURES / "finetune")
@@ -43,9 +45,6 @@ def test_recovered_fraction():
 
 
 def test_logit_agreement(models, delta_a, logits):
-    from zoo.bitdelta.model import apply_deltas_
-    import copy
-
     same = logit_agreement(models["finetune"], models["finetune"], logits["input_ids"])
     assert same == {"mse": 0.0, "max_abs": 0.0, "kl": 0.0, "top1": 1.0}
     model = apply_deltas_(copy.deepcopy(models["base"]), [delta_a], merged=True)
@@ -100,8 +99,6 @@ def test_cli_distill(tmp_path, delta_a, capsys):
 
 
 def test_cli_demo_serves_deltas_and_base_in_one_batch(tmp_path, delta_a, delta_b, models, capsys):
-    from zoo.bitdelta.data import ByteTokenizer
-
     delta_a.save(tmp_path / "a")
     delta_b.save(tmp_path / "b")
     assert main(["bitdelta", "demo", str(tmp_path / "a"), str(tmp_path / "b"), "--with-base", "--prompt", "Once",
@@ -117,9 +114,6 @@ def test_cli_demo_serves_deltas_and_base_in_one_batch(tmp_path, delta_a, delta_b
 def test_the_delta_keeps_most_of_the_fine_tune_gain(models, delta_a):
     """On text of fine-tune A's synthetic language (x[t+1] = 5·x[t] + 3 mod 256, 10 % noise), the 1-bit delta
     keeps most of what fine-tuning gained over the base."""
-    from zoo.bitdelta.model import apply_deltas_
-    import copy
-
     g = torch.Generator().manual_seed(0)
     x = torch.zeros(16, 32, dtype=torch.long)
     x[:, 0] = torch.randint(0, 256, (16,), generator=g)

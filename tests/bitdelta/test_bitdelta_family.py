@@ -5,9 +5,9 @@ import io
 import tarfile
 from pathlib import Path
 
-import lightning as L
 import pytest
 import torch
+from bitdelta_testdata import cpu_trainer
 
 import zoo
 from zoo.bitdelta.data import TextDataModule, TokenWindows
@@ -101,9 +101,8 @@ def test_causal_lm_trains_loads_and_carries_a_delta(tmp_path):
     text = tmp_path / "train.txt"
     text.write_text("It is a truth universally acknowledged. " * 30)
     finetune = zoo.load(tmp_path / "base")
-    trainer = L.Trainer(max_steps=2, accelerator="cpu", logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
-    trainer.fit(finetune, datamodule=TextDataModule(train=str(text), max_length=32, stride=8, shuffle=True))
+    data = TextDataModule(train=str(text), max_length=32, stride=8, shuffle=True)
+    cpu_trainer(tmp_path, 2).fit(finetune, datamodule=data)
     finetune.eval()
     delta = compress(loaded, finetune, base_name=str(tmp_path / "base"), progress=False)
     assert len(delta.modules) == 14 and delta.modules[0] == "model.model.layers.0.self_attn.q_proj"
@@ -119,11 +118,9 @@ def test_causal_lm_trains_loads_and_carries_a_delta(tmp_path):
             reference.get_parameter(key).copy_(value)
         torch.testing.assert_close(model(input_ids=ids).logits, reference(input_ids=ids).logits, rtol=0, atol=1e-5)
     # the delta of a zoo model trains with the zoo model's own steps (and their logging)
-    trainer = L.Trainer(max_steps=2, accelerator="cpu", logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,
-                        val_check_interval=1, limit_val_batches=1)
-    trainer.fit(model, datamodule=TextDataModule(train=str(text), val=str(text), max_length=32))
-    assert {"train_loss", "val_loss"} <= set(trainer.callback_metrics)
+    run = cpu_trainer(tmp_path, 2, val_check_interval=1, limit_val_batches=1)
+    run.fit(model, datamodule=TextDataModule(train=str(text), val=str(text), max_length=32))
+    assert {"train_loss", "val_loss"} <= set(run.callback_metrics)
     assert any(model.to_delta().scales[n].item() != delta.scales[n].item() for n in delta.modules)
 
 

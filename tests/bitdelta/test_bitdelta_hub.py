@@ -5,12 +5,12 @@ import json
 
 import pytest
 import torch
-from bitdelta_testdata import FIXTURES, hf_model
+from bitdelta_testdata import FIXTURES, hf_model, logit_error, reconstruct
 from safetensors import safe_open
 
 import zoo
 from zoo.bitdelta.delta import BitDelta, base_fingerprint, compress
-from zoo.bitdelta.model import BitDeltaLinear
+from zoo.bitdelta.model import BitDeltaLinear, apply_deltas_
 from zoo.bitdelta.module import BitDeltaModule
 
 BASE = str(FIXTURES / "base")
@@ -43,30 +43,19 @@ def test_repo_metadata_names_the_base(repo, delta_a, models):
     assert mask_bytes * 32 == sum(o * i * 4 for o, i in delta_a.shapes.values())
 
 
-@pytest.mark.parametrize("merged", [True, False])
-def test_zoo_load_applies_the_delta_to_its_base(repo, logits, merged):
-    model = zoo.load(repo, merged=merged)
-    assert isinstance(model, BitDeltaModule) and not model.training
-    layers = [m for m in model.modules() if isinstance(m, BitDeltaLinear)]
-    assert len(layers) == 14 and all(m.merged is merged for m in layers)
-    with torch.no_grad():
-        out = model(input_ids=logits["input_ids"]).logits
-    assert (out - logits["logits_reconstructed"]).abs().max().item() <= 1e-5
-
-
-def test_round_trip_gives_identical_logits_and_files(repo, tmp_path, delta_a, models, logits):
-    from zoo.bitdelta.model import apply_deltas_
-
+def test_zoo_load_applies_the_delta_to_its_base_and_saves_it_back(repo, tmp_path, delta_a, models, logits):
+    loaded = {merged: zoo.load(repo, merged=merged) for merged in (True, False)}
+    for merged, model in loaded.items():
+        assert isinstance(model, BitDeltaModule) and not model.training
+        layers = [m for m in model.modules() if isinstance(m, BitDeltaLinear)]
+        assert len(layers) == 14 and all(m.merged is merged for m in layers)
+        assert logit_error(model, logits, "logits_reconstructed") <= 1e-5
     in_memory = apply_deltas_(copy.deepcopy(models["base"]), [delta_a], merged=True)
-    loaded = zoo.load(repo)
-    unmerged = zoo.load(repo, merged=False)
     with torch.no_grad():
-        a = in_memory(input_ids=logits["input_ids"]).logits
-        b = loaded(input_ids=logits["input_ids"]).logits
-        c = unmerged(input_ids=logits["input_ids"]).logits
+        a, b, c = (m(input_ids=logits["input_ids"]).logits for m in (in_memory, loaded[True], loaded[False]))
     assert torch.equal(a, b)
     assert (b - c).abs().max().item() <= 1e-5  # merged vs unmerged: same model, other summation order
-    loaded.save_pretrained(tmp_path / "again")
+    loaded[True].save_pretrained(tmp_path / "again")
     assert (tmp_path / "again" / "model.safetensors").read_bytes() == (repo / "model.safetensors").read_bytes()
     again = BitDelta.load(tmp_path / "again")
     assert again.shapes == delta_a.shapes and sorted(again.params) == sorted(delta_a.params)
@@ -82,7 +71,6 @@ def test_loading_refuses_a_different_base(repo):
 
 
 def test_carried_tensors_published_in_bf16_run_in_the_bases_dtype(repo, tmp_path, delta_a, models, logits):
-    from zoo.bitdelta.model import apply_deltas_
     from zoo.cli import main
 
     assert main(["publish", str(repo), str(tmp_path / "small"), "--dtype", "bfloat16"]) == 0
@@ -151,14 +139,7 @@ def test_a_zoo_model_as_base_with_a_relative_path(tmp_path):
         model = zoo.load(tmp_path / "toy-delta", merged=merged)  # base found beside the delta, loaded by zoo.load
         assert type(model.model).__name__ == "ToyRegressor"
         with torch.no_grad():
-            approx = model(x)
-        reconstructed = copy.deepcopy(base)
-        with torch.no_grad():
-            for name in delta.modules:
-                w = reconstructed.get_submodule(name).weight
-                w += delta.scales[name] * torch.where(finetune.get_submodule(name).weight - w >= 0, 1.0, -1.0)
-                reconstructed.get_submodule(name).bias.copy_(finetune.get_submodule(name).bias)
-            torch.testing.assert_close(approx, reconstructed(x), rtol=0, atol=1e-6)
+            torch.testing.assert_close(model(x), reconstruct(base, finetune, delta)(x), rtol=0, atol=1e-6)
 
 
 def test_catalog_delta_loads_its_catalog_base(tmp_path, monkeypatch):

@@ -3,10 +3,9 @@ Lightning checkpoints."""
 
 import copy
 
-import lightning as L
 import pytest
 import torch
-from bitdelta_testdata import FIXTURES, hf_model
+from bitdelta_testdata import FIXTURES, hf_model, perturbed, reconstruct, cpu_trainer
 
 import zoo
 from zoo.bitdelta.delta import compress
@@ -14,34 +13,12 @@ from zoo.bitdelta.model import TenantSwitch, apply_deltas_, use_tenants
 from zoo.bitdelta.serve import MultiTenantLM
 
 
-def _perturbed(model, seed, scale=0.01, names=None):
-    finetune = copy.deepcopy(model)
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in finetune.named_parameters():
-            if names is None or any(n in name for n in names):
-                p.add_(scale * torch.randn(p.shape, generator=g))
-    return finetune.eval()
-
-
-def _reconstruct(base, finetune, delta):
-    """W_base + α·sign(Δ) per compressed layer, everything else from the fine-tune: the definition."""
-    expected = copy.deepcopy(finetune)
-    modules = dict(expected.named_modules())
-    with torch.no_grad():
-        for name in delta.modules:
-            w_base = base.get_submodule(name).weight
-            w_ft = modules[name].weight
-            modules[name].weight.copy_(w_base + delta.scales[name] * torch.where(w_ft - w_base >= 0, 1.0, -1.0))
-    return expected
-
-
 def test_gpt2_conv1d_layers_and_tied_embeddings():
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
     base = GPT2LMHeadModel(GPT2Config(vocab_size=100, n_positions=32, n_embd=64, n_layer=2, n_head=4)).eval()
-    finetune = _perturbed(base, 1)
+    finetune = perturbed(base, 1)
     assert finetune.lm_head.weight is finetune.transformer.wte.weight
     official = compress(base, finetune, progress=False)
     assert official.modules == ["transformer.h.0.mlp.c_proj", "transformer.h.1.mlp.c_proj"]  # the substring rule
@@ -54,7 +31,7 @@ def test_gpt2_conv1d_layers_and_tied_embeddings():
         assert model.lm_head.weight is model.transformer.wte.weight  # the carried tensor stays tied
         with torch.no_grad():
             got = model(input_ids=ids).logits
-            want = _reconstruct(base, finetune, delta)(input_ids=ids).logits
+            want = reconstruct(base, finetune, delta)(input_ids=ids).logits
         assert (got - want).abs().max().item() <= 1e-5
 
 
@@ -83,7 +60,7 @@ def test_per_tenant_biases(tmp_path):
 
     torch.manual_seed(0)
     base = ToyRegressor(width=32, depth=1).eval()
-    finetunes = [_perturbed(base, s) for s in (1, 2)]
+    finetunes = [perturbed(base, s) for s in (1, 2)]
     deltas = [compress(base, ft, select=["net.*"], progress=False) for ft in finetunes]
     assert "net.0.bias" in deltas[0].params
     server = apply_deltas_(copy.deepcopy(base), deltas)
@@ -92,7 +69,7 @@ def test_per_tenant_biases(tmp_path):
     with torch.no_grad(), use_tenants(server, [1, 0, 0, 1]):
         out = server(x)
     for row, tenant in enumerate([1, 0, 0, 1]):
-        want = _reconstruct(base, finetunes[tenant], deltas[tenant])
+        want = reconstruct(base, finetunes[tenant], deltas[tenant])
         with torch.no_grad():
             torch.testing.assert_close(out[row], want(x[row : row + 1])[0], rtol=0, atol=1e-6)
 
@@ -119,9 +96,8 @@ def test_lightning_checkpoint_publishes_as_a_delta(tmp_path, delta_a):
 
     delta_a.save(tmp_path / "delta")
     model = zoo.load(tmp_path / "delta", merged=False)
-    trainer = L.Trainer(max_steps=1, accelerator="cpu", logger=False, enable_progress_bar=False,
-                        enable_model_summary=False, default_root_dir=tmp_path)
-    trainer.fit(model, datamodule=TextDataModule(train=str(FIXTURES / "distill_batches.safetensors")))
+    data = TextDataModule(train=str(FIXTURES / "distill_batches.safetensors"))
+    cpu_trainer(tmp_path, 1, enable_checkpointing=True).fit(model, datamodule=data)
     (ckpt,) = tmp_path.rglob("*.ckpt")
     zoo.publish(str(ckpt), tmp_path / "published")  # rebuilt from the checkpoint's hyperparameters alone
     published = zoo.load(tmp_path / "published").to_delta()

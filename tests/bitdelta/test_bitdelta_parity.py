@@ -5,7 +5,7 @@ import json
 
 import pytest
 import torch
-from bitdelta_testdata import FIXTURES, MODULES_CHECKED, hf_model
+from bitdelta_testdata import FIXTURES, MODULES_CHECKED, hf_model, logit_error
 
 from zoo.bitdelta._bits import unpack_bits
 from zoo.bitdelta.convert import from_official
@@ -35,20 +35,14 @@ def test_compress_fp32_matches_official(models, official, finetune, diff):
     _assert_same_as_official(delta, official[diff])
 
 
-def test_compress_bf16_matches_official(official):
+def test_compress_bf16_matches_official(official, reference):
     base, finetune = hf_model("base", torch.bfloat16), hf_model("finetune", torch.bfloat16)
     delta = compress(base, finetune, progress=False)
     _assert_same_as_official(delta, official["diff_untrained_bf16"])
     assert delta.base_dtype == "bfloat16"
     merged = apply_deltas_(base, [delta], merged=True)
     for name in MODULES_CHECKED:
-        assert torch.equal(merged.get_submodule(name).weight, _reference(name, "weight_reconstructed_bf16"))
-
-
-def _reference(name, key):
-    from safetensors.torch import load_file
-
-    return load_file(FIXTURES / "reference_tensors.safetensors")[f"{name}.{key}"]
+        assert torch.equal(merged.get_submodule(name).weight, reference[f"{name}.weight_reconstructed_bf16"])
 
 
 def test_zero_deltas_get_plus_scale(delta_a, reference):
@@ -73,9 +67,7 @@ def test_scales_match_the_manifest(delta_a):
 def test_reconstruction_matches_official(models, delta_a, delta_b, logits, reference, merged):
     for delta, key in ((delta_a, "logits_reconstructed"), (delta_b, "logits_reconstructed_b")):
         model = apply_deltas_(copy.deepcopy(models["base"]), [delta], merged=merged)
-        with torch.no_grad():
-            out = model(input_ids=logits["input_ids"]).logits
-        assert (out - logits[key]).abs().max().item() <= 1e-5
+        assert logit_error(model, logits, key) <= 1e-5
         if merged and delta is delta_a:
             for name in MODULES_CHECKED:
                 assert torch.equal(model.get_submodule(name).weight, reference[f"{name}.weight_reconstructed"])
@@ -84,9 +76,7 @@ def test_reconstruction_matches_official(models, delta_a, delta_b, logits, refer
 def test_calibrated_official_delta_reconstructs(models, official, logits):
     delta = from_official(official["diff"], base="base", base_model=models["base"])
     model = apply_deltas_(copy.deepcopy(models["base"]), [delta], merged=True)
-    with torch.no_grad():
-        out = model(input_ids=logits["input_ids"]).logits
-    assert (out - logits["logits_reconstructed_calibrated"]).abs().max().item() <= 1e-5
+    assert logit_error(model, logits, "logits_reconstructed_calibrated") <= 1e-5
 
 
 def test_multitenant_batch_matches_official_and_per_tenant_models(models, delta_a, delta_b, logits):
@@ -112,8 +102,6 @@ def test_unwrapped_merged_model_is_a_plain_fine_tune(models, delta_a, logits):
     model = unwrap_merged_(apply_deltas_(copy.deepcopy(models["base"]), [delta_a], merged=True))
     assert not any(isinstance(m, BitDeltaLinear) for m in model.modules())
     assert set(model.state_dict()) == set(models["base"].state_dict())  # the HF layout again
-    with torch.no_grad():
-        out = model(input_ids=logits["input_ids"]).logits
-    assert (out - logits["logits_reconstructed"]).abs().max().item() <= 1e-5
+    assert logit_error(model, logits, "logits_reconstructed") <= 1e-5
     with pytest.raises(ValueError, match="not merged"):
         unwrap_merged_(apply_deltas_(copy.deepcopy(models["base"]), [delta_a], merged=False))

@@ -1,6 +1,7 @@
 """The bundled BitDelta family (base and two fine-tune deltas), loaded offline, on text it held out."""
 
 from pathlib import Path
+from pydoc_data.topics import topics
 
 import pytest
 import torch
@@ -13,18 +14,16 @@ from zoo.bitdelta.module import BitDeltaModule
 HELD_OUT_TOPICS = ["assert", "bitwise", "comparisons", "else", "identifiers", "numbers", "slicings", "typesmapping"]
 
 
-def _held_out_rows() -> torch.Tensor:
-    from pydoc_data.topics import topics
-
-    text = "\n\n".join(topics[name] for name in HELD_OUT_TOPICS).encode()
-    return torch.tensor(list(text[: len(text) // 128 * 128]), dtype=torch.long).view(-1, 128)
+def _byte_rows(data: bytes) -> torch.Tensor:
+    """Non-overlapping 128-byte rows of ``data`` (a tail too short for a row is dropped)."""
+    return torch.tensor(list(data[: len(data) // 128 * 128]), dtype=torch.long).view(-1, 128)
 
 
 def test_base_models_held_out_python_docs(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     model = zoo.load("llama-bytes-3m", dtype="float32")
     assert next(iter(zoo.load("llama-bytes-3m").parameters())).dtype == torch.bfloat16  # as stored
-    rows = _held_out_rows()
+    rows = _byte_rows("\n\n".join(topics[name] for name in HELD_OUT_TOPICS).encode())
     held_out = perplexity(model, rows, max_length=128)
     shuffled = rows.flatten()[torch.randperm(rows.numel(), generator=torch.Generator().manual_seed(0))].view_as(rows)
     control = perplexity(model, shuffled, max_length=128)
@@ -37,11 +36,6 @@ def test_base_models_held_out_python_docs(monkeypatch):
 HELD_OUT = Path(__file__).resolve().parent.parent / "fixtures" / "bitdelta" / "held_out"
 DELTAS = {"austen": "llama-bytes-3m-austen-bitdelta", "milton": "llama-bytes-3m-milton-bitdelta"}
 TEXTS = {"austen": "persuasion_excerpt.txt", "milton": "paradise_regained_excerpt.txt"}
-
-
-def _rows(corpus: str) -> torch.Tensor:
-    data = (HELD_OUT / TEXTS[corpus]).read_bytes()
-    return torch.tensor(list(data[: len(data) // 128 * 128]), dtype=torch.long).view(-1, 128)
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +56,7 @@ def test_each_delta_loads_offline_onto_the_embedded_base(family):
 def test_each_delta_is_best_on_its_own_authors_held_out_text(family):
     # measured on these 8 KB excerpts (Persuasion / Paradise Regained): base 6.45 / 6.67, Austen delta 4.48 / 7.45,
     # Milton delta 5.63 / 5.03; the whole held-out texts are in the cards
-    ppl = {(model, text): perplexity(family[model], _rows(text), max_length=128)["ppl"]
+    ppl = {(model, text): perplexity(family[model], _byte_rows((HELD_OUT / TEXTS[text]).read_bytes()))["ppl"]
            for model in ("base", "austen", "milton") for text in ("austen", "milton")}
     for own, other in (("austen", "milton"), ("milton", "austen")):
         assert ppl[(own, own)] < 0.85 * ppl[("base", own)]  # the fine-tune's gain survives 1-bit compression

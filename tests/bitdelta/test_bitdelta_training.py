@@ -5,7 +5,7 @@ import json
 import lightning as L
 import pytest
 import torch
-from bitdelta_testdata import FIXTURES
+from bitdelta_testdata import FIXTURES, logit_error, cpu_trainer
 
 import zoo
 from zoo.bitdelta.data import TextDataModule
@@ -17,11 +17,6 @@ BATCHES = str(FIXTURES / "distill_batches.safetensors")
 MANIFEST = json.loads((FIXTURES / "manifest.json").read_text())["distill"]
 # the scales are float32 means over whole weight matrices: summation order, so the last digits, vary by CPU
 SCALE_RTOL = 1e-5
-
-
-def _trainer(tmp_path, steps, **kw):
-    return L.Trainer(max_steps=steps, accelerator="cpu", logger=False, enable_checkpointing=False,
-                     enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path, **kw)
 
 
 class _Losses(L.Callback):
@@ -39,7 +34,7 @@ def test_official_mode_reproduces_the_official_distillation(tmp_path, official, 
     """10 official-loop steps on the fixture batches: α, the full-precision params, the losses and the logits."""
     module = ScaleDistillation(base=BASE, finetune=FINETUNE, mode="official", out_dir=str(tmp_path / "calibrated"))
     record = _Losses()
-    trainer = _trainer(tmp_path, 10, callbacks=[record])
+    trainer = cpu_trainer(tmp_path, 10, callbacks=[record])
     trainer.fit(module, datamodule=TextDataModule(train=BATCHES, batch_size=4))
     assert trainer.global_step == 10
     assert record.lrs == pytest.approx(MANIFEST["lrs"], rel=1e-12)  # cosine, no warm-up, stepped per step
@@ -52,17 +47,14 @@ def test_official_mode_reproduces_the_official_distillation(tmp_path, official, 
     for key, value in delta.params.items():
         torch.testing.assert_close(value, reference[key], rtol=0, atol=1e-6)
     # the distilled delta was written on train end and loads as the calibrated fine-tune
-    model = zoo.load(tmp_path / "calibrated")
-    with torch.no_grad():
-        out = model(input_ids=logits["input_ids"]).logits
-    assert (out - logits["logits_reconstructed_calibrated"]).abs().max().item() <= 1e-5
+    assert logit_error(zoo.load(tmp_path / "calibrated"), logits, "logits_reconstructed_calibrated") <= 1e-5
 
 
 def test_scales_mode_trains_only_the_scales(tmp_path, delta_a, logits, models):
     module = ScaleDistillation(base=BASE, finetune=FINETUNE, mode="scales", lr=2e-4)
     before = module.distillation_loss({"input_ids": logits["input_ids"]}).item()
     assert before == pytest.approx(0.00321, rel=2e-3)  # the README's logit MSE of the reconstructed model
-    _trainer(tmp_path, 10).fit(module, datamodule=TextDataModule(train=BATCHES, batch_size=4))
+    cpu_trainer(tmp_path, 10).fit(module, datamodule=TextDataModule(train=BATCHES, batch_size=4))
     trainable = {n for n, p in module.named_parameters() if p.requires_grad}
     assert trainable == {f"model.{m}.scales" for m in delta_a.modules}
     delta = module.to_delta()
@@ -81,7 +73,7 @@ def test_a_loaded_delta_trains_its_scales_and_carried_tensors(tmp_path, delta_a,
     model = zoo.load(tmp_path / "delta", merged=merged)
     q = "model.layers.0.self_attn.q_proj"
     base_q = models["base"].get_submodule(q).weight
-    _trainer(tmp_path, 2).fit(model, datamodule=TextDataModule(train=str(text), max_length=32, batch_size=4))
+    cpu_trainer(tmp_path, 2).fit(model, datamodule=TextDataModule(train=str(text), max_length=32, batch_size=4))
     trained = model.to_delta()
     assert all(torch.equal(trained.masks[n], delta_a.masks[n]) for n in delta_a.modules)
     assert all(trained.scales[n].item() != delta_a.scales[n].item() for n in delta_a.modules)
@@ -103,7 +95,7 @@ def test_ddp_spawn_trains_a_loaded_delta(tmp_path, delta_a):
     delta_a.save(tmp_path / "delta")
     model = zoo.load(tmp_path / "delta", merged=False)
     before = {n: m.scales.detach().clone() for n, m in model.named_modules() if isinstance(m, BitDeltaLinear)}
-    trainer = _trainer(tmp_path, 2, devices=2, strategy="ddp_spawn")
+    trainer = cpu_trainer(tmp_path, 2, devices=2, strategy="ddp_spawn")
     trainer.fit(model, datamodule=TextDataModule(train=BATCHES, batch_size=2, max_length=128))
     assert "train_loss" in trainer.callback_metrics
     after = {n: m.scales.detach() for n, m in model.named_modules() if isinstance(m, BitDeltaLinear)}
