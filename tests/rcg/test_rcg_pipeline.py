@@ -91,15 +91,21 @@ def test_half_precision_sampling(converted, dtype):
     assert max_err(rep, io("encoder_tiny")["rep"]) < 0.1  # a half-precision encoder stays close to fp32
 
 
-def test_cli_sample_writes_a_png_grid(converted, tmp_path):
+def test_cli_sample_writes_a_png_grid(converted, tmp_path, capsys):
     from PIL import Image
 
     out = tmp_path / "grid.png"
     assert main(["rcg", "sample", str(converted["pipeline"]), "--n", "4", "--out", str(out), "--rdm-steps", "5",
                  "--steps", "3"]) == 0
-    assert out.exists()
-    img = Image.open(out)
-    assert img.size == (2 * 32 + 3 * 2, 2 * 32 + 3 * 2)  # 2x2 grid with 2-px padding
+    assert Image.open(out).size == (2 * 32 + 3 * 2, 2 * 32 + 3 * 2)  # 2x2 grid with 2-px padding
+    cc = tmp_path / "cc.png"  # class-conditional: one label for all, or one per image
+    assert main(["rcg", "sample", str(converted["pipeline_cc"]), "--n", "2", "--labels", "3", "--out", str(cc),
+                 "--rdm-steps", "4", "--steps", "2"]) == 0
+    assert cc.exists()
+    capsys.readouterr()
+    assert main(["rcg", "sample", str(converted["pipeline_cc"]), "--n", "3", "--labels", "1,2", "--out",
+                 str(tmp_path / "x.png")]) == 2
+    assert "1 or --n" in capsys.readouterr().err
 
 
 def test_cli_reconstruct(converted, image_folder, tmp_path):
@@ -164,17 +170,6 @@ def test_sampling_progress_moves_with_every_step(pipeline, capsys):
     err = capsys.readouterr().err
     assert f"{total}/{total}" in err and "batch 2/2" in err
     assert torch.equal(quiet, shown)  # the bar does not change the samples
-
-
-def test_cli_sample_class_conditional(converted, tmp_path, capsys):
-    out = tmp_path / "cc.png"
-    assert main(["rcg", "sample", str(converted["pipeline_cc"]), "--n", "2", "--labels", "3", "--out", str(out),
-                 "--rdm-steps", "4", "--steps", "2"]) == 0
-    assert out.exists()
-    capsys.readouterr()
-    assert main(["rcg", "sample", str(converted["pipeline_cc"]), "--n", "3", "--labels", "1,2", "--out",
-                 str(tmp_path / "x.png")]) == 2
-    assert "1 or --n" in capsys.readouterr().err
 
 
 def test_cli_assemble_writes_the_stages_as_one_pipeline(converted, pipeline, tmp_path):
