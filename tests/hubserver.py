@@ -1,23 +1,9 @@
 """A loopback Hugging Face Hub on 127.0.0.1: the HTTP endpoints the zoo reaches through the real
 ``huggingface_hub`` client (``zoo.publish``/``zoo release`` uploads, ``zoo.load`` of catalog entries and
-``hf://`` URIs), with fault hooks for the tests of the hub layer.
+``hf://`` URIs; ``_HubHandler._route`` maps them), with fault hooks for the tests of the hub layer.
 
 State lives in memory: model repos, commits with 40-hex ids (older commits stay readable), branches, regular
 files (git blobs) and LFS files (uploaded through the LFS batch API, sha256 checked).
-
-Endpoints (``{repo}`` is ``owner/name``; model repos only):
-
-* ``POST /api/repos/create`` (409 + ``url`` when it exists, which ``exist_ok=True`` relies on)
-* ``POST /api/validate-yaml``: ``upload_folder`` sends README.md here first; every card is accepted (the Hub's
-  metadata rules are not copied here: the zoo checks its own cards, see ``zoo.card``)
-* ``POST /api/models/{repo}/preupload/{rev}`` (upload mode lfs/regular, the remote oid)
-* ``POST /{repo}.git/info/lfs/objects/batch``, ``PUT /{repo}.git/info/lfs/objects/{oid}`` (the pre-signed
-  upload href), ``POST /{repo}.git/info/lfs/objects/verify``
-* ``POST /api/models/{repo}/commit/{branch}`` (NDJSON: header, file, lfsFile)
-* ``GET /api/models/{repo}[/revision/{rev}]`` (``blobs=true`` adds size, blobId and lfs to each sibling)
-* ``POST /api/models/{repo}/paths-info/{rev}`` (form-encoded ``paths``; files only)
-* ``GET|HEAD /{repo}/resolve/{rev}/{path}`` with X-Repo-Commit, ETag, X-Linked-Etag/X-Linked-Size (no Range:
-  a resuming client gets the whole file again, which huggingface_hub handles)
 
 Faults: :meth:`HubServer.tamper`, ``truncate``, ``flip``, ``stall`` (downloads), ``delay``, ``fail`` (any
 request), :attr:`HubServer.hide_hashes` (a mirror without per-file hashes), private repos and
@@ -126,14 +112,13 @@ class HubError(Exception):
 @dataclass
 class _Fault:
     kind: str  # "tamper" | "truncate" | "flip" | "stall" (a downloaded file) | "delay" | "fail" (any request)
-    method: str | None
     path: str | None  # the file path in the repo (download faults) or a substring of the URL path (None: any)
     repo_id: str | None
     remaining: int | None  # None: until cleared
     value: float | int | tuple = 0
 
-    def matches(self, method: str, url_path: str, repo_id: str | None, file_path: str | None) -> bool:
-        if self.remaining == 0 or (self.method and self.method != method):
+    def matches(self, url_path: str, repo_id: str | None, file_path: str | None) -> bool:
+        if self.remaining == 0:
             return False
         if self.kind in ("tamper", "truncate", "flip", "stall"):
             return file_path == self.path and self.repo_id in (None, repo_id)
@@ -193,30 +178,28 @@ class HubServer:
     # -- faults (``times``: how many matching requests; None: until clear_faults)
     def tamper(self, path: str, *, repo_id: str | None = None, times: int | None = None) -> None:
         """Serve the file ``path`` from /resolve with every byte flipped: same length and headers, wrong bytes."""
-        self._add_fault(_Fault("tamper", "GET", path, repo_id, times))
+        self._add_fault(_Fault("tamper", path, repo_id, times))
 
     def truncate(self, path: str, *, keep: int = 0, repo_id: str | None = None, times: int | None = None) -> None:
         """Send only the first ``keep`` body bytes of ``path`` (announcing the full Content-Length), then close."""
-        self._add_fault(_Fault("truncate", "GET", path, repo_id, times, keep))
+        self._add_fault(_Fault("truncate", path, repo_id, times, keep))
 
     def flip(self, path: str, *, offset: int, repo_id: str | None = None, times: int | None = None) -> None:
         """Serve ``path`` with the one byte at ``offset`` (negative: from the end) inverted; headers unchanged."""
-        self._add_fault(_Fault("flip", "GET", path, repo_id, times, offset))
+        self._add_fault(_Fault("flip", path, repo_id, times, offset))
 
     def stall(self, path: str, *, after: int, seconds: float, repo_id: str | None = None,
               times: int | None = None) -> None:
         """Send the first ``after`` body bytes of ``path``, then hang ``seconds`` and close (kill tests)."""
-        self._add_fault(_Fault("stall", "GET", path, repo_id, times, (after, seconds)))
+        self._add_fault(_Fault("stall", path, repo_id, times, (after, seconds)))
 
-    def delay(self, seconds: float, *, method: str | None = None, path_contains: str | None = None,
-              times: int | None = None) -> None:
+    def delay(self, seconds: float, *, path_contains: str | None = None, times: int | None = None) -> None:
         """Sleep ``seconds`` before answering matching requests (concurrency and timeout tests)."""
-        self._add_fault(_Fault("delay", method, path_contains, None, times, seconds))
+        self._add_fault(_Fault("delay", path_contains, None, times, seconds))
 
-    def fail(self, status: int, *, method: str | None = None, path_contains: str | None = None,
-             times: int | None = 1) -> None:
+    def fail(self, status: int, *, path_contains: str | None = None, times: int | None = 1) -> None:
         """Answer matching requests with ``status`` (e.g. 500, 503) and no side effect."""
-        self._add_fault(_Fault("fail", method, path_contains, None, times, status))
+        self._add_fault(_Fault("fail", path_contains, None, times, status))
 
     def clear_faults(self) -> None:
         with self._lock:
@@ -226,10 +209,10 @@ class HubServer:
         with self._lock:
             self._faults.append(fault)
 
-    def _take_fault(self, kind: str, method: str, url_path: str, repo_id=None, file_path=None) -> _Fault | None:
+    def _take_fault(self, kind: str, url_path: str, repo_id=None, file_path=None) -> _Fault | None:
         with self._lock:
             for fault in self._faults:
-                if fault.kind == kind and fault.matches(method, url_path, repo_id, file_path):
+                if fault.kind == kind and fault.matches(url_path, repo_id, file_path):
                     if fault.remaining is not None:
                         fault.remaining -= 1
                     return fault
@@ -309,31 +292,19 @@ class _HubHandler(BaseHTTPRequestHandler):
     def log_message(self, format, *args):  # keep test output clean
         pass
 
-    def do_GET(self):
-        self._dispatch("GET")
-
-    def do_HEAD(self):
-        self._dispatch("HEAD")
-
-    def do_POST(self):
-        self._dispatch("POST")
-
-    def do_PUT(self):
-        self._dispatch("PUT")
-
     # -- plumbing
-    def _dispatch(self, method: str) -> None:
-        hub = self.hub
+    def _dispatch(self) -> None:
+        hub, method = self.hub, self.command
         split = urlsplit(self.path)
-        self.method, self.url_path = method, unquote(split.path)
+        self.url_path = unquote(split.path)
         self.query = parse_qs(split.query, keep_blank_values=True)
         self.body = self.rfile.read(int(self.headers.get("Content-Length") or 0))  # the client never sends chunked
         with hub._lock:
             hub.requests.append((method, self.url_path))
         try:
-            if fault := hub._take_fault("delay", method, self.url_path):
+            if fault := hub._take_fault("delay", self.url_path):
                 time.sleep(fault.value)
-            if fault := hub._take_fault("fail", method, self.url_path):
+            if fault := hub._take_fault("fail", self.url_path):
                 raise HubError(int(fault.value), f"injected failure {int(fault.value)}")
             self._route(method, self.url_path.strip("/").split("/"))
             raise _Response(404, {"error": "Not Found"})
@@ -348,13 +319,15 @@ class _HubHandler(BaseHTTPRequestHandler):
             self._send(err.status, json.dumps({"error": err.message}).encode(),
                        {"Content-Type": "application/json; charset=utf-8", **headers})
 
+    do_GET = do_HEAD = do_POST = do_PUT = _dispatch  # what BaseHTTPRequestHandler calls, per method
+
     def _send(self, status: int, body: bytes, headers: dict, *, content_length: int | None = None) -> None:
         self.send_response(status)
         for key, value in headers.items():
             self.send_header(key, str(value))
         self.send_header("Content-Length", str(len(body) if content_length is None else content_length))
         self.end_headers()
-        if self.method != "HEAD":
+        if self.command != "HEAD":
             self.wfile.write(body)
 
     def _json(self) -> dict:
@@ -372,7 +345,8 @@ class _HubHandler(BaseHTTPRequestHandler):
     def _route(self, method: str, segments: list[str]) -> None:
         if segments == ["api", "repos", "create"] and method == "POST":
             self._create_repo()
-        if segments == ["api", "validate-yaml"] and method == "POST":
+        if segments == ["api", "validate-yaml"] and method == "POST":  # upload_folder's README.md check: the zoo
+            # checks its own cards (zoo.card), so the Hub's metadata rules are not copied here
             raise _Response(200, {"errors": [], "warnings": []})
         if segments[:2] == ["api", "models"] and len(segments) >= 4:
             repo_id, action, rest = "/".join(segments[2:4]), segments[4:5], segments[5:]
@@ -395,7 +369,7 @@ class _HubHandler(BaseHTTPRequestHandler):
             exists = repo_id in self.hub._repos
             self.hub.create_repo(repo_id, private=bool(payload.get("private")))
         url = f"{self.hub.endpoint}/{repo_id}"
-        if exists:
+        if exists:  # create_repo(exist_ok=True) relies on the 409 and its url
             raise _Response(409, {"error": "You already created this model repo", "url": url})
         raise _Response(200, {"url": url, "name": repo_id})
 
@@ -424,7 +398,7 @@ class _HubHandler(BaseHTTPRequestHandler):
                     entries.append({"type": "file", "path": path, "oid": file.blob_id, **file.hashes()})
         raise _Response(200, entries)
 
-    # -- downloads
+    # -- downloads (no Range: a resuming client gets the whole file again, which huggingface_hub handles)
     def _resolve(self, repo_id: str, revision: str, path: str) -> None:
         hub = self.hub
         with hub._lock:
@@ -438,15 +412,15 @@ class _HubHandler(BaseHTTPRequestHandler):
         if entry.lfs:
             headers.update({"X-Linked-Etag": f'"{entry.sha256}"', "X-Linked-Size": str(size)})
         body = entry.data
-        if self.method == "GET":
-            if hub._take_fault("tamper", "GET", self.url_path, repo_id, path):
+        if self.command == "GET":
+            if hub._take_fault("tamper", self.url_path, repo_id, path):
                 body = bytes(b ^ 0xFF for b in body)
-            if fault := hub._take_fault("flip", "GET", self.url_path, repo_id, path):
+            if fault := hub._take_fault("flip", self.url_path, repo_id, path):
                 flipped = bytearray(body)
                 flipped[int(fault.value)] ^= 0xFF
                 body = bytes(flipped)
-            cut = hub._take_fault("stall", "GET", self.url_path, repo_id, path) or \
-                hub._take_fault("truncate", "GET", self.url_path, repo_id, path)
+            cut = hub._take_fault("stall", self.url_path, repo_id, path) or \
+                hub._take_fault("truncate", self.url_path, repo_id, path)
             if cut is not None:
                 keep, seconds = cut.value if cut.kind == "stall" else (cut.value, 0)
                 self.close_connection = True
