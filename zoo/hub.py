@@ -39,7 +39,7 @@ from filelock import FileLock
 
 from zoo.io import atomic_path, sha256_file, write_json_atomic
 from zoo.errors import DownloadError, HubError, IntegrityError, OfflineError, RepoChangedError
-from zoo.registry import FileSpec, ModelEntry, get_entry, hub_org, import_object
+from zoo.registry import FileSpec, ModelEntry, get_entry, import_object
 
 __all__ = [
     "IntegrityError",
@@ -57,7 +57,6 @@ __all__ = [
     "is_offline",
     "hf_endpoint",
     "hf_cache_dir",
-    "hub_org",
     "hub_errors",
 ]
 
@@ -210,9 +209,9 @@ def _hub_error(err: BaseException, repo_id: str, revision: str | None, path: str
 
     at = f"{repo_id}@{revision or 'main'}"
     endpoint = hf_endpoint() or "https://huggingface.co"
+    status = getattr(getattr(err, "response", None), "status_code", None)
     if upload:
         if isinstance(err, HfHubHTTPError) and not isinstance(err, RevisionNotFoundError):
-            status = getattr(getattr(err, "response", None), "status_code", None)
             if status in (401, 403) or isinstance(err, RepositoryNotFoundError):
                 return HubError(f"the Hub at {endpoint} refused the upload to {repo_id} (HTTP {status}): set "
                                 "HF_TOKEN (or `hf auth login`) to a token that can write to that namespace")
@@ -230,7 +229,6 @@ def _hub_error(err: BaseException, repo_id: str, revision: str | None, path: str
     if isinstance(err, RemoteEntryNotFoundError):
         return HubError(f"{at} has no file {path!r}: the repo may have changed since this zoo release")
     if isinstance(err, HfHubHTTPError):
-        status = getattr(getattr(err, "response", None), "status_code", None)
         first_line = str(err).splitlines()[0] if str(err) else type(err).__name__
         if status in (401, 403):
             return HubError(f"the Hub refused access to {at} (HTTP {status}): set HF_TOKEN to a token that can "
@@ -270,23 +268,21 @@ class _NotCached(Exception):
     """A pinned file is not (or not intact) in the local cache: it has to be downloaded."""
 
 
-def _hf_download(repo_id: str, path: str, revision: str, *, endpoint: str | None = None,
-                 cache_dir: str | None = None, local_only: bool = False) -> Path:
+def _hf_download(repo_id: str, path: str, revision: str, *, local_only: bool = False) -> Path:
     from huggingface_hub import hf_hub_download
 
     with hub_errors(repo_id, revision, path):
-        return Path(hf_hub_download(repo_id, path, revision=revision, endpoint=endpoint or hf_endpoint(),
-                                    cache_dir=cache_dir or hf_cache_dir(), local_files_only=local_only,
-                                    library_name="zoo"))
+        return Path(hf_hub_download(repo_id, path, revision=revision, endpoint=hf_endpoint(),
+                                    cache_dir=hf_cache_dir(), local_files_only=local_only, library_name="zoo"))
 
 
-def _cached(repo_id: str, path: str, revision: str, spec: FileSpec, cache_dir: str | None = None) -> Path:
+def _cached(repo_id: str, path: str, revision: str, spec: FileSpec) -> Path:
     """The HF cache's copy of ``path`` if it holds exactly ``spec``'s bytes (no network call), else _NotCached; a
     truncated or altered copy is deleted, never used."""
     from huggingface_hub.errors import LocalEntryNotFoundError
 
     try:
-        local = _hf_download(repo_id, path, revision, cache_dir=cache_dir, local_only=True)
+        local = _hf_download(repo_id, path, revision, local_only=True)
     except OfflineError as err:
         if isinstance(err.__context__, LocalEntryNotFoundError):
             raise _NotCached from None
@@ -297,13 +293,12 @@ def _cached(repo_id: str, path: str, revision: str, spec: FileSpec, cache_dir: s
     return local
 
 
-def _download_verified(repo_id: str, path: str, revision: str, complaint, *, endpoint: str | None = None,
-                       cache_dir: str | None = None, local_only: bool = False) -> Path:
+def _download_verified(repo_id: str, path: str, revision: str, complaint, *, local_only: bool = False) -> Path:
     """``path`` of a Hub repo through the HF cache, judged by ``complaint(local)``: None for a good copy, an error to
     raise at once, or the IntegrityError message should the copy be bad twice. A bad copy is deleted, and downloaded
     once more since a transfer can be damaged."""
     for _ in range(2):
-        local = _hf_download(repo_id, path, revision, endpoint=endpoint, cache_dir=cache_dir, local_only=local_only)
+        local = _hf_download(repo_id, path, revision, local_only=local_only)
         problem = complaint(local)
         if problem is None:
             return local
@@ -313,11 +308,10 @@ def _download_verified(repo_id: str, path: str, revision: str, complaint, *, end
     raise IntegrityError(problem)
 
 
-def _hub_file(repo_id: str, spec: FileSpec, revision: str, *, local_only: bool, endpoint: str | None,
-              cache_dir: str | None) -> Path:
+def _hub_file(repo_id: str, spec: FileSpec, revision: str, *, local_only: bool) -> Path:
     """One pinned file of a Hub repo, verified: from the HF cache, or downloaded (retried once if damaged)."""
     if local_only:
-        return _cached(repo_id, spec.path, revision, spec, cache_dir)
+        return _cached(repo_id, spec.path, revision, spec)
 
     def complaint(local: Path) -> str | Exception | None:
         if _matches(local, spec):
@@ -331,39 +325,36 @@ def _hub_file(repo_id: str, spec: FileSpec, revision: str, *, local_only: bool, 
         return (f"{message}, twice in a row from {repo_id}@{revision}: the transfer or the server is damaging the "
                 "file. Nothing was kept; try again later or from another mirror.")
 
-    return _download_verified(repo_id, spec.path, revision, complaint, endpoint=endpoint, cache_dir=cache_dir)
+    return _download_verified(repo_id, spec.path, revision, complaint)
 
 
-def _hub_snapshot(entry: ModelEntry, revision: str, *, local_only: bool, endpoint: str | None,
-                  cache_dir: str | None) -> Path:
+def _hub_snapshot(entry: ModelEntry, revision: str, *, local_only: bool) -> Path:
     snapshot = None
     for spec in entry.files:
-        local = _hub_file(entry.hub_repo, spec, revision, local_only=local_only, endpoint=endpoint,
-                          cache_dir=cache_dir)
+        local = _hub_file(entry.hub_repo, spec, revision, local_only=local_only)
         if snapshot is None:
             snapshot = local.parents[len(Path(spec.path).parts) - 1]  # the snapshot folder holding spec.path
             revision = snapshot.name  # the commit a branch resolved to: every file comes from that one commit
     return snapshot
 
 
-def _fetch_hub(entry: ModelEntry, endpoint: str | None, cache_dir: str | None) -> Path:
+def _fetch_hub(entry: ModelEntry) -> Path:
     """A released entry from its Hub home: no network call when every pinned file is cached and intact."""
     revision = entry.revision or "main"
     try:
-        return _hub_snapshot(entry, revision, local_only=True, endpoint=endpoint, cache_dir=cache_dir)
+        return _hub_snapshot(entry, revision, local_only=True)
     except _NotCached:
         pass
     if is_offline():
         raise _offline_error(entry, "HF_HUB_OFFLINE is set")
     try:
-        return _hub_snapshot(entry, revision, local_only=False, endpoint=endpoint, cache_dir=cache_dir)
+        return _hub_snapshot(entry, revision, local_only=False)
     except OfflineError as err:
         raise _offline_error(entry, str(err)) from None
 
 
 # ----------------------------------------------------------------------------- ad-hoc Hub repos (hf://)
-def fetch_hf(repo_id: str, revision: str | None = None, *, endpoint: str | None = None,
-             cache_dir: str | None = None) -> Path:
+def fetch_hf(repo_id: str, revision: str | None = None) -> Path:
     """Any Hub repo at ``revision`` (branch, tag or commit; default ``main``), verified against the Hub's hashes.
 
     The Hub's file metadata stands in for catalog pins: LFS files carry their sha256; regular files are
@@ -371,16 +362,16 @@ def fetch_hf(repo_id: str, revision: str | None = None, *, endpoint: str | None 
     commit loads later with no network call, and a branch loads from its last manifest when the network is down.
     """
     with _lock("hf", repo_id):
-        entry = _hf_entry(repo_id, revision or "main", endpoint, cache_dir)
+        entry = _hf_entry(repo_id, revision or "main")
         try:
-            return _fetch_hub(entry, endpoint, cache_dir)
+            return _fetch_hub(entry)
         except OfflineError:
             raise OfflineError(f"hf://{repo_id}@{revision or 'main'} is not fully on this machine and the Hub cannot "
                                f"be reached; run `zoo download hf://{repo_id}` with network first, or pass a local "
                                "folder to zoo.load") from None
 
 
-def _hf_entry(repo_id: str, revision: str, endpoint: str | None, cache_dir: str | None) -> ModelEntry:
+def _hf_entry(repo_id: str, revision: str) -> ModelEntry:
     manifests = zoo_home() / "manifests" / repo_id.replace("/", "--")
     ref_file = manifests / "refs" / revision
     cached = ref_file.exists()
@@ -392,7 +383,7 @@ def _hf_entry(repo_id: str, revision: str, endpoint: str | None, cache_dir: str 
                            f"`zoo download hf://{repo_id}` with network first, or pass a local folder to zoo.load")
     else:
         try:
-            manifest = _resolve_manifest(repo_id, revision, endpoint, cache_dir)
+            manifest = _resolve_manifest(repo_id, revision)
         except OfflineError:
             if not cached:
                 raise OfflineError(f"hf://{repo_id}@{revision} was never downloaded here and the Hub cannot be "
@@ -409,11 +400,11 @@ def _hf_entry(repo_id: str, revision: str, endpoint: str | None, cache_dir: str 
                       revision=manifest["commit"], files=files)
 
 
-def _resolve_manifest(repo_id: str, revision: str, endpoint: str | None, cache_dir: str | None) -> dict:
+def _resolve_manifest(repo_id: str, revision: str) -> dict:
     """Pins for every non-pickle file of ``repo_id`` at ``revision``, from the Hub's hashes only."""
     from huggingface_hub import HfApi
 
-    api = HfApi(endpoint=endpoint or hf_endpoint())
+    api = HfApi(endpoint=hf_endpoint())
     with hub_errors(repo_id, revision):
         info = api.model_info(repo_id, revision=revision, files_metadata=True)
     siblings = [s for s in info.siblings or [] if s.rfilename != ".gitattributes"]
@@ -436,20 +427,18 @@ def _resolve_manifest(repo_id: str, revision: str, endpoint: str | None, cache_d
         if sha:
             files.append({"path": path, "sha256": sha, "size": size})
         elif blob:
-            files.append({"path": path, **_verified_regular_file(repo_id, path, info.sha, blob, endpoint, cache_dir)})
+            files.append({"path": path, **_verified_regular_file(repo_id, path, info.sha, blob)})
         else:
             raise IntegrityError(f"hf://{repo_id}: the Hub sends no sha256 or git blob id for {path}, so the zoo "
                                  "cannot verify it; load it from a server that does, or from a local folder")
     return {"repo": repo_id, "commit": info.sha, "files": files}
 
 
-def _verified_regular_file(repo_id: str, path: str, commit: str, blob_id: str, endpoint: str | None,
-                           cache_dir: str | None) -> dict:
+def _verified_regular_file(repo_id: str, path: str, commit: str, blob_id: str) -> dict:
     """A small regular file's sha256, from its bytes once they match the Hub's git blob id."""
     wrong = (f"hf://{repo_id}/{path}: git blob id of the downloaded bytes is not {blob_id} from the Hub, twice in a "
              "row; nothing was kept")
-    local = _download_verified(repo_id, path, commit, lambda local: None if _git_blob_id(local) == blob_id else wrong,
-                               endpoint=endpoint, cache_dir=cache_dir)
+    local = _download_verified(repo_id, path, commit, lambda local: None if _git_blob_id(local) == blob_id else wrong)
     return {"sha256": sha256_file(local), "size": local.stat().st_size}
 
 
@@ -635,14 +624,12 @@ def _fetch_upstream(entry: ModelEntry) -> Path:
 
 
 # ----------------------------------------------------------------------------- public
-def fetch(entry: ModelEntry | str, *, endpoint: str | None = None, cache_dir: str | None = None) -> Path:
+def fetch(entry: ModelEntry) -> Path:
     """Return a local folder with every file of ``entry``, each verified against its sha256.
 
     Safe to call from several processes at once: a file lock per Hub repo (per model for upstream files)
     serialises the first download.
     """
-    if isinstance(entry, str):
-        entry = get_entry(entry)
     if entry.released:
         mirror = embedded_hub_dir() / entry.name
         if mirror.is_dir():  # read in place: nothing to download, nothing to lock
@@ -650,17 +637,17 @@ def fetch(entry: ModelEntry | str, *, endpoint: str | None = None, cache_dir: st
                 verify_file(mirror / spec.path, spec, delete_bad=False)
             return mirror
         with _lock("hf", entry.hub_repo):
-            return _fetch_hub(entry, endpoint, cache_dir)
+            return _fetch_hub(entry)
     with _lock("upstream", entry.name):
         return _fetch_upstream(entry)
 
 
-def resolve_repo(name_or_path: str | os.PathLike, *, revision: str | None = None, **kwargs) -> Path:
+def resolve_repo(name_or_path: str | os.PathLike, *, revision: str | None = None) -> Path:
     """The verified local folder behind a catalog name, ``hf://owner/repo[@revision]``, or a local repo folder."""
     text = str(name_or_path)
     if text.startswith("hf://"):
         repo_id, _, at = text[len("hf://"):].partition("@")
-        return fetch_hf(repo_id, revision or at or None, **kwargs)
+        return fetch_hf(repo_id, revision or at or None)
     path = Path(text).expanduser()
     if path.is_dir():
         if revision is not None:
@@ -676,10 +663,9 @@ def resolve_repo(name_or_path: str | os.PathLike, *, revision: str | None = None
     if revision is not None and revision != entry.revision:
         if not entry.released:
             raise ValueError(f"model {entry.name!r} is converted from its official files, which have no revisions")
-        return fetch_hf(entry.hub_repo, revision, **kwargs)  # another commit: verified by the Hub's own hashes
-    return fetch(entry, **kwargs)
+        return fetch_hf(entry.hub_repo, revision)  # another commit: verified by the Hub's own hashes
+    return fetch(entry)
 
 
-def download(name: str, *, revision: str | None = None, **kwargs) -> Path:
-    """Fetch ``name`` (a catalog name or ``hf://owner/repo[@revision]``) into the local cache; return its folder."""
-    return resolve_repo(name, revision=revision, **kwargs)
+# zoo.download: a catalog name or hf://owner/repo[@revision] fetched into the local cache; returns its folder
+download = resolve_repo
