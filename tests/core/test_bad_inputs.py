@@ -35,7 +35,7 @@ def _one_cli_error(capsys, argv: list[str]) -> str:
     return lines[0]
 
 
-def _bad_load(tmp_path, capsys, repo: Path, error: type, *fragments: str) -> None:
+def _bad_load(capsys, repo: Path, error: type, *fragments: str) -> None:
     with pytest.raises(error) as caught:
         zoo.load(repo)
     assert isinstance(caught.value, ZooError)
@@ -48,15 +48,15 @@ def _bad_load(tmp_path, capsys, repo: Path, error: type, *fragments: str) -> Non
 
 def test_unknown_hparam_names_key_file_and_closest(tmp_path, capsys):
     repo = _repo(tmp_path, lambda c: c["hparams"].update(widht=8))
-    _bad_load(tmp_path, capsys, repo, ConfigError, str(repo / "config.json"), "'widht'", "did you mean 'width'",
+    _bad_load(capsys, repo, ConfigError, str(repo / "config.json"), "'widht'", "did you mean 'width'",
               "valid options: width, depth, lr")
 
 
 def test_wrong_hparam_type_names_key_type_value_and_file(tmp_path, capsys):
     repo = _repo(tmp_path, lambda c: c["hparams"].update(width="8"))
-    _bad_load(tmp_path, capsys, repo, ConfigError, str(repo / "config.json"), "hparams.width must be int, got '8'")
+    _bad_load(capsys, repo, ConfigError, str(repo / "config.json"), "hparams.width must be int, got '8'")
     repo = _repo(tmp_path / "b", lambda c: c["hparams"].update(lr=True))
-    _bad_load(tmp_path, capsys, repo, ConfigError, "hparams.lr must be float, got True")
+    _bad_load(capsys, repo, ConfigError, "hparams.lr must be float, got True")
 
 
 def test_missing_required_hparam():
@@ -80,11 +80,11 @@ def test_nested_config_typo_and_type_name_the_file(tmp_path, capsys):
         config_path.write_text(json.dumps(config))
 
     write(lambda b: b.update(hidden_size="32"))  # was: TypeError "not all arguments converted during string formatting"
-    _bad_load(tmp_path, capsys, repo, ConfigError, str(config_path), "backbone.hidden_size must be int, got '32'")
+    _bad_load(capsys, repo, ConfigError, str(config_path), "backbone.hidden_size must be int, got '32'")
     write(lambda b: b.update(hiden_size=32))
-    _bad_load(tmp_path, capsys, repo, ConfigError, str(config_path), "'hiden_size'", "did you mean 'hidden_size'")
+    _bad_load(capsys, repo, ConfigError, str(config_path), "'hiden_size'", "did you mean 'hidden_size'")
     write(lambda b: b.update(energy_reduce="max"))  # the dataclass's own check
-    _bad_load(tmp_path, capsys, repo, ConfigError, str(config_path), "energy_reduce must be sum or mean")
+    _bad_load(capsys, repo, ConfigError, str(config_path), "energy_reduce must be sum or mean")
 
 
 def test_constructor_check_names_the_file(tmp_path, capsys):
@@ -94,13 +94,13 @@ def test_constructor_check_names_the_file(tmp_path, capsys):
     config = json.loads((repo / "config.json").read_text())
     config["hparams"]["lr_schedule"] = "cosin"
     (repo / "config.json").write_text(json.dumps(config))
-    _bad_load(tmp_path, capsys, repo, ConfigError, str(repo / "config.json"), "ChessTransformerModule rejects",
+    _bad_load(capsys, repo, ConfigError, str(repo / "config.json"), "ChessTransformerModule rejects",
               "lr_schedule must be 'constant'")
 
 
 def test_unknown_model_type(tmp_path, capsys):
     repo = _repo(tmp_path, lambda c: c.update(model_type="toy-mpl"))
-    _bad_load(tmp_path, capsys, repo, ConfigError, str(repo / "config.json"), "unknown model_type 'toy-mpl'",
+    _bad_load(capsys, repo, ConfigError, str(repo / "config.json"), "unknown model_type 'toy-mpl'",
               "did you mean 'toy-mlp'", "chess-transformer")
 
 
@@ -108,17 +108,17 @@ def test_invalid_json_names_the_file(tmp_path, capsys):
     repo = _repo(tmp_path)
     with open(repo / "config.json", "a") as f:
         f.write("}")
-    _bad_load(tmp_path, capsys, repo, ConfigError, f"{repo / 'config.json'} is not valid JSON", "Extra data")
+    _bad_load(capsys, repo, ConfigError, f"{repo / 'config.json'} is not valid JSON", "Extra data")
     (repo / "config.json").write_bytes(b"\xff\xfe{")
-    _bad_load(tmp_path, capsys, repo, ConfigError, f"{repo / 'config.json'} is not valid JSON")
+    _bad_load(capsys, repo, ConfigError, f"{repo / 'config.json'} is not valid JSON")
 
 
 def test_newer_config_format_is_refused(tmp_path, capsys):
     repo = _repo(tmp_path, lambda c: c.update(zoo_config_format=99))
-    _bad_load(tmp_path, capsys, repo, ConfigError, "written by a newer zoo", "zoo_config_format 99",
+    _bad_load(capsys, repo, ConfigError, "written by a newer zoo", "zoo_config_format 99",
               "pip install -U lightning-zoo", str(repo / "config.json"))
     repo = _repo(tmp_path / "b", lambda c: c.update(zoo_config_format="1"))
-    _bad_load(tmp_path, capsys, repo, ConfigError, "zoo_config_format must be a positive integer, got '1'")
+    _bad_load(capsys, repo, ConfigError, "zoo_config_format must be a positive integer, got '1'")
     assert type(zoo.load(_repo(tmp_path / "c", lambda c: c.pop("zoo_config_format")))) is ToyRegressor
 
 
@@ -127,7 +127,7 @@ def test_truncated_safetensors_is_damaged(tmp_path, capsys, keep):
     repo = _repo(tmp_path)
     weights = repo / "model.safetensors"
     os.truncate(weights, keep if keep > 0 else weights.stat().st_size + keep)
-    _bad_load(tmp_path, capsys, repo, DamagedFileError, f"{weights} is damaged", "download the model again")
+    _bad_load(capsys, repo, DamagedFileError, f"{weights} is damaged", "download the model again")
     with pytest.raises(IntegrityError):  # a damaged file is an integrity problem, as a sha256 mismatch is
         zoo.load(repo)
 
@@ -136,7 +136,7 @@ def test_damaged_shard_index(tmp_path, capsys):
     repo = tmp_path / "repo"
     ToyRegressor(width=64, depth=4).save_pretrained(repo, max_shard_bytes=10_000)
     (repo / "model.safetensors.index.json").write_text('{"metadata": {}}')
-    _bad_load(tmp_path, capsys, repo, DamagedFileError, "model.safetensors.index.json is damaged", "weight_map")
+    _bad_load(capsys, repo, DamagedFileError, "model.safetensors.index.json is damaged", "weight_map")
 
 
 # ----------------------------------------------------------------------------- model cards

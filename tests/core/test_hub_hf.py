@@ -1,9 +1,7 @@
 """The Hugging Face path end to end, against the loopback Hub (tests/hubserver.py) with the real client."""
 
-from pathlib import Path
-
 import pytest
-import torch
+from core_testdata import hf_blob_names, publish_pinned, same_weights
 from huggingface_hub import ModelCard
 from toy import ToyRegressor
 
@@ -15,30 +13,11 @@ CARD = {"name": "toy-hf", "description": "A toy regressor.", "license": "mit", "
         "metrics": [{"name": "mse", "value": 0.125, "dataset": "random", "split": "test"}]}
 
 
-def _publish(hub, name, model=None):
-    model = model or ToyRegressor(width=8)
-    result = zoo.publish(model, f"hf://user/{name}", card={**CARD, "name": name})
-    files = tuple(FileSpec(n, f["sha256"], f["size"]) for n, f in result["files"].items() if n != "README.md")
-    entry = register_model(ModelEntry(name=name, method="toy", repo=f"user/{name}",
-                                      revision=result["commit"], files=files))
-    return model, result, entry
-
-
-def _same(a, b):
-    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
-
-
-def _cache_files(root, repo):
-    folder = Path(root) / "hf" / f"models--{repo.replace('/', '--')}" / "blobs"
-    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
-
-
 def test_round_trip_folder_hub_cache_offline(hub, tmp_path, monkeypatch):
     model = ToyRegressor(width=8)
     folder = zoo.publish(model, tmp_path / "toy-hf", card=CARD)
-    model, result, _ = _publish(hub, "toy-hf", model)
-    assert len(result["commit"]) == 40
-    assert result["files"]["model.safetensors"] == folder["files"]["model.safetensors"]  # same bytes both ways
+    _, entry = publish_pinned("toy-hf", model, card=CARD)
+    assert FileSpec("model.safetensors", **folder["files"]["model.safetensors"]) in entry.files  # same bytes both ways
 
     from_folder = zoo.load(tmp_path / "toy-hf")
     from_hub = zoo.load("toy-hf")
@@ -49,7 +28,7 @@ def test_round_trip_folder_hub_cache_offline(hub, tmp_path, monkeypatch):
     offline = zoo.load("toy-hf")
     assert hub.requests == []
     for loaded in (from_folder, from_hub, from_cache, offline):
-        assert _same(model, loaded)
+        assert same_weights(model, loaded)
 
     card = ModelCard.load(tmp_path / "toy-hf" / "README.md")
     assert card.data.library_name == "zoo" and card.data.license == "mit"
@@ -61,46 +40,46 @@ def test_round_trip_folder_hub_cache_offline(hub, tmp_path, monkeypatch):
 
 
 def test_hf_uri_and_revisions(hub, monkeypatch):
-    first, result, _ = _publish(hub, "toy-rev")
+    first, entry = publish_pinned("toy-rev")
     second = ToyRegressor(width=8)
     zoo.publish(second, "hf://user/toy-rev")
-    assert _same(second, zoo.load("hf://user/toy-rev"))  # main moved
-    assert _same(first, zoo.load("hf://user/toy-rev", revision=result["commit"]))
-    assert _same(first, zoo.load("toy-rev"))  # the catalog stays on its pin
-    assert _same(second, zoo.load("toy-rev", revision="main"))
+    assert same_weights(second, zoo.load("hf://user/toy-rev"))  # main moved
+    assert same_weights(first, zoo.load("hf://user/toy-rev", revision=entry.revision))
+    assert same_weights(first, zoo.load("toy-rev"))  # the catalog stays on its pin
+    assert same_weights(second, zoo.load("toy-rev", revision="main"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     hub.reset_requests()
-    assert _same(first, zoo.load(f"hf://user/toy-rev@{result['commit']}"))
+    assert same_weights(first, zoo.load(f"hf://user/toy-rev@{entry.revision}"))
     assert hub.requests == []
 
 
 def test_tampered_file_is_never_loaded(hub, isolated_caches):
-    _, _, entry = _publish(hub, "toy-tamper")
+    _, entry = publish_pinned("toy-tamper")
     hub.tamper("model.safetensors", repo_id="user/toy-tamper")
     with pytest.raises(IntegrityError, match="model.safetensors: content does not match") as err:
         zoo.load("toy-tamper")
     sha = next(f.sha256 for f in entry.files if f.path == "model.safetensors")
     assert sha in str(err.value)
-    assert sha not in _cache_files(isolated_caches, "user/toy-tamper")  # no bad cache entry
+    assert sha not in hf_blob_names(isolated_caches, "user/toy-tamper")  # no bad cache entry
     hub.clear_faults()
     zoo.load("toy-tamper")
-    assert sha in _cache_files(isolated_caches, "user/toy-tamper")
+    assert sha in hf_blob_names(isolated_caches, "user/toy-tamper")
 
 
 def test_truncated_file_is_never_loaded(hub, isolated_caches, monkeypatch):
     monkeypatch.setattr("time.sleep", lambda s: None)  # the client's retry pauses
-    _publish(hub, "toy-trunc")
+    publish_pinned("toy-trunc")
     hub.truncate("model.safetensors", keep=100, repo_id="user/toy-trunc")
     with pytest.raises(Exception):
         zoo.load("toy-trunc")
-    leftovers = [n for n in _cache_files(isolated_caches, "user/toy-trunc") if n.endswith(".incomplete")]
+    leftovers = [n for n in hf_blob_names(isolated_caches, "user/toy-trunc") if n.endswith(".incomplete")]
     assert leftovers == []
     hub.clear_faults()
     zoo.load("toy-trunc")
 
 
 def test_offline_without_cache(hub, monkeypatch):
-    _publish(hub, "toy-away")
+    publish_pinned("toy-away")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     hub.reset_requests()
     with pytest.raises(OfflineError, match="zoo download toy-away") as err:

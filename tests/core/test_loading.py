@@ -3,15 +3,11 @@ import os
 
 import pytest
 import torch
+from core_testdata import same_weights
 from toy import ToyRegressor
 
 import zoo
 from zoo.io import WEIGHTS_INDEX_NAME, sha256_file
-
-
-def _same(a, b):
-    sa, sb = a.state_dict(), b.state_dict()
-    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
 def test_save_load_round_trip(tmp_path):
@@ -19,7 +15,7 @@ def test_save_load_round_trip(tmp_path):
     model.save_pretrained(tmp_path)
     loaded = zoo.load(tmp_path)
     assert type(loaded) is ToyRegressor and not loaded.training
-    assert _same(model, loaded)
+    assert same_weights(model, loaded)
     assert loaded.scale.item() == pytest.approx(8**-0.5)  # the unsaved buffer was rebuilt
     x = torch.randn(5, 4)
     assert torch.equal(model(x), loaded(x))
@@ -47,7 +43,7 @@ def test_sharded_round_trip(tmp_path):
     names = model.save_pretrained(tmp_path, max_shard_bytes=10_000)
     assert WEIGHTS_INDEX_NAME in names and len([n for n in names if n.startswith("model-")]) > 1
     assert not (tmp_path / "model.safetensors").exists()
-    assert _same(model, zoo.load(tmp_path))
+    assert same_weights(model, zoo.load(tmp_path))
     model.save_pretrained(tmp_path)  # back to one file: stale shards are removed
     assert not list(tmp_path.glob("model-*")) and not (tmp_path / WEIGHTS_INDEX_NAME).exists()
 
@@ -61,7 +57,7 @@ def test_strict_loading(tmp_path):
         zoo.load(tmp_path)
     model = ToyRegressor(depth=2)
     again = ToyRegressor.from_state_dict(model.config, model.state_dict())  # zoo.load's build, from memory
-    assert _same(model, again) and not again.training and again.scale.item() == pytest.approx(16**-0.5)
+    assert same_weights(model, again) and not again.training and again.scale.item() == pytest.approx(16**-0.5)
     with pytest.raises(RuntimeError, match=r"missing \['net.2.weight'\]"):
         ToyRegressor.from_state_dict(model.config, {k: v for k, v in model.state_dict().items() if k != "net.2.weight"})
     with pytest.raises(RuntimeError, match=r"unexpected \['extra'\]"):

@@ -61,12 +61,3 @@ def test_entry_validation(kwargs, message):
     base = dict(name="bad", method="toy", files=(FileSpec("a", SHA, 1),))
     with pytest.raises(ValueError, match=message):
         ModelEntry(**{**base, **kwargs})
-
-
-def test_import_zoo_is_light():
-    import subprocess
-    import sys
-
-    code = "import sys, zoo; zoo.list_models(); print(sorted(m for m in ('torch', 'lightning') if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
