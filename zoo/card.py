@@ -1,13 +1,6 @@
 """The model card ``zoo publish --card CARD.yaml`` (or ``zoo.publish(..., card=...)``) takes, and its check.
 
-A model card is a YAML (or JSON) mapping; every field is optional:
-
-    name, description, paper, license, usage, recipe, training, limitations, citation, base_model: text
-    tags, datasets: lists of text
-    metrics: a list with one mapping per number: name (text) and value (a number or text), both required,
-             and optionally display, task, dataset, dataset_name, split (text)
-
-For example::
+A model card is a YAML (or JSON) mapping of optional fields, which :data:`CARD_SUMMARY` lists. For example::
 
     name: my-model
     license: apache-2.0
@@ -35,7 +28,7 @@ TEMPLATE_PATH = Path(__file__).resolve().parent / "MODEL_CARD_TEMPLATE.md"  # pa
 
 __all__ = ["CARD_SUMMARY", "check_card", "load_card"]
 
-# the format above on one line, for error messages and --help
+# the card format, for error messages and --help
 CARD_SUMMARY = (
     "a card is a YAML/JSON mapping of optional fields: name, description, paper, license, usage, recipe, training, "
     "limitations, citation, base_model (text); tags, datasets (lists of text); metrics (a list of mappings such as "

@@ -22,7 +22,6 @@ def _human_bytes(n: int | None) -> str:
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
-    return f"{n:.1f} GiB"
 
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
@@ -113,7 +112,8 @@ def cmd_load(args) -> None:
 
 def cmd_publish(args) -> None:
     from zoo.loading import load, parse_dtype
-    from zoo.publishing import module_from_checkpoint, publish
+    from zoo.module import ZooModule
+    from zoo.publishing import publish
 
     card = None
     if args.card:
@@ -124,7 +124,7 @@ def cmd_publish(args) -> None:
         dtype = parse_dtype(args.dtype)
     except ValueError:
         raise SystemExit(f"--dtype {args.dtype!r} is not a floating torch dtype; use e.g. bfloat16 or float16") from None
-    src = module_from_checkpoint(args.source) if args.source.endswith(".ckpt") else load(args.source)
+    src = ZooModule.from_checkpoint(args.source) if args.source.endswith(".ckpt") else load(args.source)
     if dtype is not None:
         src = src.store_as_(dtype)
     result = publish(src, args.repo, card=card, endpoint=args.endpoint, token=args.token, private=args.private,

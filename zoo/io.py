@@ -6,6 +6,7 @@ import contextvars
 import ctypes
 import hashlib
 import json
+import math
 import mmap
 import os
 import secrets
@@ -77,10 +78,7 @@ class LazyTensor:
 
     @property
     def nbytes(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= int(d)
-        return n * self.dtype.itemsize
+        return math.prod(int(d) for d in self.shape) * self.dtype.itemsize
 
 
 def _nbytes(t) -> int:

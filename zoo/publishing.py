@@ -10,14 +10,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from zoo.card import TEMPLATE_PATH, render_card
 from zoo.module import ZooModule
 
-__all__ = ["publish", "render_card", "module_from_checkpoint", "TEMPLATE_PATH"]
-
-
-# a ZooModule rebuilt from a Lightning .ckpt, without unpickling code
-module_from_checkpoint = ZooModule.from_checkpoint
+__all__ = ["publish"]
 
 
 def publish(model: ZooModule | str | os.PathLike, repo: str | os.PathLike, **kwargs) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from zoo.io import sha256_file, write_json_atomic
 from zoo.errors import OfflineError, ZooError
-from zoo.hub import _fetch_upstream, embedded_hub_dir, fetch, hf_endpoint, zoo_home
+from zoo.hub import _fetch_upstream, _parse_hf_url, fetch, hf_cache_dir, hf_endpoint, hub_errors, where, zoo_home
 from zoo.registry import ModelEntry, get_entry, get_method, list_models, pins_path
 
 __all__ = ["plan", "release", "write_pins"]
@@ -28,8 +28,6 @@ __all__ = ["plan", "release", "write_pins"]
 def _upstream_on_disk(entry: ModelEntry) -> bool:
     """Whether every official file is already here (release never starts multi-GB downloads by itself)."""
     from huggingface_hub import try_to_load_from_cache
-
-    from zoo.hub import _parse_hf_url, hf_cache_dir
 
     for spec in entry.upstream:
         if spec.url.startswith("hf://"):
@@ -43,7 +41,7 @@ def _upstream_on_disk(entry: ModelEntry) -> bool:
 
 
 def _action(entry: ModelEntry) -> str:
-    if entry.released and (embedded_hub_dir() / entry.name).is_dir():
+    if where(entry) == "embedded":
         return "upload the embedded mirror"
     if not entry.released and _upstream_on_disk(entry):
         return "convert the official files, then upload"
@@ -51,8 +49,8 @@ def _action(entry: ModelEntry) -> str:
         return "download from its Hub home, then upload"
     if all(f.url.startswith("hf://") for f in entry.upstream):
         return f"skip: official files not on this machine (`zoo download {entry.name}` puts them in the HF cache)"
-    where = zoo_home() / "downloads" / entry.name
-    return f"skip: official files not on this machine (`zoo download {entry.name}`, or place them in {where})"
+    downloads = zoo_home() / "downloads" / entry.name
+    return f"skip: official files not on this machine (`zoo download {entry.name}`, or place them in {downloads})"
 
 
 def plan(names: list[str] | None = None) -> list[dict[str, Any]]:
@@ -86,7 +84,7 @@ def _hub_license(text: str) -> str:
 def _converted_folder(entry: ModelEntry, staging: Path) -> Path:
     """The official files converted into a zoo repo, with a model card rendered from the catalog entry."""
     from zoo.loading import load
-    from zoo.publishing import render_card
+    from zoo.card import render_card
 
     converted = _fetch_upstream(entry)
     folder = staging / entry.name
@@ -125,8 +123,6 @@ def release(names: list[str] | None = None, *, endpoint: str | None = None, toke
     """Publish each entry to ``hf://<hub_repo>``; returns ``{"released": {name: pin}, "skipped": {name: why}}``
     and writes the pins (see :func:`write_pins`)."""
     from huggingface_hub import HfApi
-
-    from zoo.hub import hub_errors
 
     api = HfApi(endpoint=endpoint or hf_endpoint(), token=token)
     released: dict[str, dict[str, Any]] = {}

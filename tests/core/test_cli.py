@@ -40,10 +40,7 @@ def test_list_and_info(capsys):
     assert "Did you mean: toy-cli" in capsys.readouterr().err
 
 
-def test_help_everywhere():
-    for args in (["--help"], ["list", "--help"], ["publish", "--help"], ["train", "--help"], ["convert", "--help"]):
-        out = subprocess.run([sys.executable, "-m", "zoo.cli", *args], capture_output=True, text=True)
-        assert out.returncode == 0 and "usage: zoo" in out.stdout, out.stderr
+def test_every_method_has_help():
     for method in zoo.registry.methods():
         if zoo.registry.get_method(method).cli:
             out = subprocess.run([sys.executable, "-m", "zoo.cli", method, "--help"], capture_output=True, text=True)
@@ -74,7 +71,8 @@ def test_publish_casts_to_a_smaller_dtype(tmp_path, capsys):
 # the commands that only read the catalog or print help must not pay for torch and Lightning
 _LIGHT_COMMANDS = [["--help"], ["list"], ["list", "--json"], ["info", "escaip-tiny-emt"], ["lsit"],
                    ["download", "escaip-tiny-emt"], ["download", "chess-smal-av"], ["convert", "--help"],
-                   ["chess", "--help"], ["chess", "uci", "--help"], ["train", "--help"]]
+                   ["chess", "--help"], ["chess", "uci", "--help"], ["train", "--help"], ["list", "--help"],
+                   ["publish", "--help"]]
 _HARNESS = """
 import json, sys
 from zoo.cli import main
@@ -93,6 +91,8 @@ def test_light_commands_import_no_torch(argv):
     result = json.loads(out.stderr.splitlines()[-1])
     assert result["heavy"] == [], out.stderr
     assert result["code"] == (2 if argv in (["lsit"], ["download", "chess-smal-av"]) else 0), out.stderr
+    if "--help" in argv:
+        assert "usage: zoo" in out.stdout
     if argv[0] == "download" and result["code"] == 0:
         assert (Path(out.stdout.strip()) / "config.json").is_file()
 

@@ -7,13 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from pathlib import Path
 
 import pytest
-import torch
+from core_testdata import (hf_blob_names, load_in_processes, loader_script, official_toy, pinned_entry,
+                           publish_pinned, same_weights, weight_sum)
 from toy import ToyRegressor
 
 import zoo
@@ -21,34 +21,12 @@ from zoo.cli import main
 from zoo.errors import HubError, IntegrityError, OfflineError, RepoChangedError
 from zoo.registry import FileSpec, ModelEntry, register_model
 
-TESTS = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture
 def hub(hub, monkeypatch):
     """conftest's loopback Hub, without the client's retry pauses."""
     monkeypatch.setattr("time.sleep", lambda s: None)
     return hub
-
-
-def _publish(name, *, seed=0, pin_commit=True, width=8):
-    """A toy model published to hf://user/NAME and a catalog entry pinning it (commit optional)."""
-    torch.manual_seed(seed)
-    model = ToyRegressor(width=width)
-    result = zoo.publish(model, f"hf://user/{name}")
-    files = tuple(FileSpec(n, f["sha256"], f["size"]) for n, f in sorted(result["files"].items()))
-    register_model(ModelEntry(name=name, method="toy", repo=f"user/{name}", files=files,
-                              revision=result["commit"] if pin_commit else None))
-    return model, result
-
-
-def _same(a, b):
-    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
-
-
-def _blobs(root, repo):
-    folder = Path(root) / "hf" / f"models--{repo.replace('/', '--')}" / "blobs"
-    return sorted(folder.iterdir()) if folder.exists() else []
 
 
 def _weights_offset(hub, repo):
@@ -59,46 +37,47 @@ def _weights_offset(hub, repo):
 
 
 def test_one_byte_flip_in_tensor_data_is_retried_then_reported(hub, isolated_caches):
-    model, _ = _publish("toy-flip")
+    model, _ = publish_pinned("toy-flip")
     offset = _weights_offset(hub, "user/toy-flip")
     hub.flip("model.safetensors", offset=offset, repo_id="user/toy-flip", times=1)
-    assert _same(model, zoo.load("toy-flip"))  # one bad transfer: fetched again, clean load
+    assert same_weights(model, zoo.load("toy-flip"))  # one bad transfer: fetched again, clean load
     assert hub.count("GET", "/resolve/") >= 2
 
-    _publish("toy-flip2", seed=1)
+    _, entry = publish_pinned("toy-flip2")
     hub.flip("model.safetensors", offset=_weights_offset(hub, "user/toy-flip2"), repo_id="user/toy-flip2")
     with pytest.raises(IntegrityError, match="twice in a row"):
         zoo.load("toy-flip2")
-    assert not any(p.stat().st_size and p.name.endswith("safetensors") for p in _blobs(isolated_caches, "user/toy-flip2"))
+    weights = next(f.sha256 for f in entry.files if f.path == "model.safetensors")
+    assert weights not in hf_blob_names(isolated_caches, "user/toy-flip2")  # the blob the Hub named is not kept
     hub.clear_faults()
     zoo.load("toy-flip2")  # the next load works
 
 
 def test_truncated_cache_blob_is_fetched_again(hub, isolated_caches):
-    model, _ = _publish("toy-cache")
+    model, _ = publish_pinned("toy-cache")
     blob = Path(os.path.realpath(zoo.download("toy-cache") / "model.safetensors"))
     blob.write_bytes(blob.read_bytes()[:100])  # a cache copy cut short (disk full, killed copy, ...)
     hub.reset_requests()
-    assert _same(model, zoo.load("toy-cache"))
+    assert same_weights(model, zoo.load("toy-cache"))
     assert hub.count("GET", "model.safetensors") == 1
 
 
 def test_server_without_hashes(hub):
     """A mirror that sends no hashes in model_info: catalog pins still verify, hf:// asks paths-info; a server
     with no hashes anywhere cannot be verified and says so."""
-    model, _ = _publish("toy-nohash", pin_commit=False)
+    model, _ = publish_pinned("toy-nohash", pin_commit=False)
     hub.hide_hashes = "info"
-    assert _same(model, zoo.load("toy-nohash"))
-    assert _same(model, zoo.load("hf://user/toy-nohash"))
+    assert same_weights(model, zoo.load("toy-nohash"))
+    assert same_weights(model, zoo.load("hf://user/toy-nohash"))
     assert hub.count("POST", "paths-info") >= 1
     hub.hide_hashes = "all"
-    _publish("toy-nohash2", seed=3)
+    publish_pinned("toy-nohash2")
     with pytest.raises(IntegrityError, match="sends no sha256 or git blob id"):
         zoo.load("hf://user/toy-nohash2")
 
 
 def test_tampered_file_with_no_hashes_never_loads(hub, isolated_caches):
-    _publish("toy-nh-flip", pin_commit=False)
+    publish_pinned("toy-nh-flip", pin_commit=False)
     hub.hide_hashes = "info"
     hub.flip("model.safetensors", offset=_weights_offset(hub, "user/toy-nh-flip"), repo_id="user/toy-nh-flip")
     with pytest.raises(IntegrityError):
@@ -111,39 +90,17 @@ def test_tampered_file_with_no_hashes_never_loads(hub, isolated_caches):
 
 
 def test_repo_changed_since_release(hub):
-    _publish("toy-moved", pin_commit=False)
+    publish_pinned("toy-moved", pin_commit=False)
     zoo.publish(ToyRegressor(width=8), "hf://user/toy-moved")  # main moves on: other weights
     with pytest.raises(RepoChangedError, match="changed since this zoo release"):
         zoo.load("toy-moved")
 
 
-KILLED = textwrap.dedent("""
-    import sys
-    sys.path.insert(0, {tests!r})
-    import toy, zoo
-    from zoo.registry import FileSpec, ModelEntry, register_model
-    register_model(ModelEntry(name={name!r}, method="toy", repo={repo!r}, revision={commit!r},
-                              files=tuple(FileSpec(*f) for f in {files!r})))
-    m = zoo.load({name!r})
-    print(float(sum(p.detach().double().sum() for p in m.parameters())))
-""")
-
-
-def _script(name, result, repo=None):
-    files = [(n, f["sha256"], f["size"]) for n, f in sorted(result["files"].items())]
-    return KILLED.format(tests=str(TESTS), name=name, repo=repo or f"user/{name}", commit=result["commit"],
-                         files=files)
-
-
-def _total(model):
-    return float(sum(p.detach().double().sum() for p in model.parameters()))
-
-
 def test_kill_9_mid_download_then_reload(hub, isolated_caches):
-    model, result = _publish("toy-kill", width=256)
+    model, entry = publish_pinned("toy-kill", ToyRegressor(width=256))
     hub.stall("model.safetensors", after=4096, seconds=30, repo_id="user/toy-kill", times=1)
     hub.reset_requests()
-    proc = subprocess.Popen([sys.executable, "-c", _script("toy-kill", result)], env=os.environ.copy(),
+    proc = subprocess.Popen([sys.executable, "-c", loader_script(entry)], env=os.environ.copy(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while hub.count("GET", "model.safetensors") == 0 and time.monotonic() < deadline:
@@ -152,44 +109,33 @@ def test_kill_9_mid_download_then_reload(hub, isolated_caches):
     assert hub.count("GET", "model.safetensors") >= 1
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert _same(model, zoo.load("toy-kill"))  # the same cache, lock and partial file: loads cleanly
-    assert _same(model, zoo.load("toy-kill"))
-
-
-def _run_all(scripts):
-    procs = [subprocess.Popen([sys.executable, "-c", s], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for s in scripts]
-    outs = [p.communicate(timeout=600) for p in procs]
-    assert [p.returncode for p in procs] == [0] * len(procs), outs
-    return [float(o[0]) for o in outs]
+    assert same_weights(model, zoo.load("toy-kill"))  # the same cache, lock and partial file: loads cleanly
+    assert same_weights(model, zoo.load("toy-kill"))
 
 
 def test_four_processes_load_one_uncached_model(hub):
-    model, result = _publish("toy-four")
+    model, entry = publish_pinned("toy-four")
     hub.delay(0.2, path_contains="/resolve/")  # make the first loads overlap
-    assert _run_all([_script("toy-four", result)] * 4) == pytest.approx([_total(model)] * 4)
+    assert load_in_processes([entry] * 4) == pytest.approx([weight_sum(model)] * 4)
     assert hub.count("GET", "toy-four/resolve") == 3  # README, config, weights: fetched once between the four
 
 
 def test_two_models_of_one_repo_load_at_once(hub):
-    first, r1 = _publish("toy-shared")
-    torch.manual_seed(9)
+    first, entry = publish_pinned("toy-shared")
     second = ToyRegressor(width=8)
-    r2 = zoo.publish(second, "hf://user/toy-shared")
+    other = pinned_entry("toy-shared-2", zoo.publish(second, "hf://user/toy-shared"), repo=entry.repo)
     hub.delay(0.2, path_contains="/resolve/")
-    totals = _run_all([_script("toy-shared-a", r1, repo="user/toy-shared"),
-                       _script("toy-shared-b", r2, repo="user/toy-shared")])
-    assert totals == pytest.approx([_total(first), _total(second)])
+    assert load_in_processes([entry, other]) == pytest.approx([weight_sum(first), weight_sum(second)])
 
 
 def test_network_down_serves_main_from_the_cache(hub, monkeypatch):
-    model, _ = _publish("toy-down", pin_commit=False)
-    assert _same(model, zoo.load("hf://user/toy-down@main"))
-    assert _same(model, zoo.load("toy-down"))
+    model, _ = publish_pinned("toy-down", pin_commit=False)
+    assert same_weights(model, zoo.load("hf://user/toy-down@main"))
+    assert same_weights(model, zoo.load("toy-down"))
     monkeypatch.setenv("ZOO_HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there; HF_HUB_OFFLINE unset
-    assert _same(model, zoo.load("hf://user/toy-down@main"))
-    assert _same(model, zoo.load("hf://user/toy-down"))
-    assert _same(model, zoo.load("toy-down"))
+    assert same_weights(model, zoo.load("hf://user/toy-down@main"))
+    assert same_weights(model, zoo.load("hf://user/toy-down"))
+    assert same_weights(model, zoo.load("toy-down"))
     with pytest.raises(OfflineError, match="never downloaded here"):
         zoo.load("hf://user/never-seen")
 
@@ -202,7 +148,7 @@ def test_repo_of_pickles_only(hub):
 
 
 def test_every_non_pickle_file_is_kept(hub):
-    model, _ = _publish("toy-extras")
+    publish_pinned("toy-extras")
     hub.seed("user/toy-extras", {"tokenizer.model": b"\x00\x01tok" * 50, "stats.npz": b"PK\x03\x04" + b"\x00" * 64,
                                  "weights.pt": b"\x80\x04K\x01."})
     folder = zoo.download("hf://user/toy-extras")
@@ -215,7 +161,7 @@ def test_every_non_pickle_file_is_kept(hub):
     ("hf://user/toy-err@nope", "revision 'nope' does not exist in Hub repo user/toy-err"),
 ])
 def test_hub_errors_are_one_line(hub, capsys, uri, message):
-    _publish("toy-err", pin_commit=False)
+    publish_pinned("toy-err", pin_commit=False)
     capsys.readouterr()
     assert main(["download", uri]) == 2
     err = capsys.readouterr().err
@@ -239,11 +185,7 @@ def test_private_repo_and_server_errors_are_one_line(hub, capsys, monkeypatch):
 def test_official_file_on_the_hub_goes_through_the_hf_cache(hub, isolated_caches):
     """An upstream file hosted on the Hub (as the BitDelta diffs are): hf_hub_download into the HF cache, checked
     against the LFS sha256 the Hub announces, pinned on first use, then converted."""
-    from safetensors.torch import save
-
-    torch.manual_seed(5)
-    model = ToyRegressor(width=8)
-    data = save({k.replace("net.", "official."): v for k, v in model.net.state_dict(prefix="net.").items()})
+    model, data = official_toy()
     hub.seed("authors/official", {"folder/official.safetensors": data})
     register_model(ModelEntry(name="toy-hf-upstream", method="toy", converter="toy:convert_upstream",
                               convert_args={"width": 8},
@@ -254,12 +196,12 @@ def test_official_file_on_the_hub_goes_through_the_hf_cache(hub, isolated_caches
         zoo.load("toy-hf-upstream")
     assert not (Path(os.environ["ZOO_HOME"]) / "pins" / "toy-hf-upstream.json").exists()
     hub.clear_faults()
-    assert _same(model, zoo.load("toy-hf-upstream"))
+    assert same_weights(model, zoo.load("toy-hf-upstream"))
     pins = json.loads((Path(os.environ["ZOO_HOME"]) / "pins" / "toy-hf-upstream.json").read_text())
     assert pins["official.safetensors"]["sha256"] == hashlib.sha256(data).hexdigest()
-    assert hashlib.sha256(data).hexdigest() in {p.name for p in _blobs(isolated_caches, "authors/official")}
+    assert hashlib.sha256(data).hexdigest() in hf_blob_names(isolated_caches, "authors/official")
     hub.reset_requests()
-    assert _same(model, zoo.load("toy-hf-upstream"))  # converted and cached: no network call
+    assert same_weights(model, zoo.load("toy-hf-upstream"))  # converted and cached: no network call
     assert hub.requests == []
 
 

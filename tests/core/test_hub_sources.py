@@ -1,14 +1,11 @@
 """Embedded and upstream sources: pins, tampering, truncation, offline behaviour and concurrent first loads."""
 
 import hashlib
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import save_file
+from core_testdata import load_in_processes, official_toy, same_weights, weight_sum
 from toy import ToyRegressor
 
 import zoo
@@ -17,16 +14,8 @@ from zoo.hub import DownloadError, IntegrityError, OfflineError
 from zoo.registry import FileSpec, ModelEntry, register_model
 
 
-def _official_bytes(tmp_path, seed=0):
-    torch.manual_seed(seed)
-    model = ToyRegressor(width=8)
-    path = tmp_path / f"official{seed}.safetensors"
-    save_file({k.replace("net.", "official."): v for k, v in model.net.state_dict(prefix="net.").items()}, str(path))
-    return model, path.read_bytes()
-
-
 def _upstream_entry(name, server, data, *, pinned=True):
-    spec = FileSpec("official.safetensors", sha256_file_bytes(data) if pinned else None,
+    spec = FileSpec("official.safetensors", hashlib.sha256(data).hexdigest() if pinned else None,
                     len(data) if pinned else None, url=f"{server.url}/{name}/official.safetensors")
     server.files[f"/{name}/official.safetensors"] = data
     return register_model(ModelEntry(
@@ -34,22 +23,17 @@ def _upstream_entry(name, server, data, *, pinned=True):
     ))
 
 
-def sha256_file_bytes(data):
-    return hashlib.sha256(data).hexdigest()
-
-
-def test_upstream_download_convert_and_cache(tmp_path, file_server):
-    model, data = _official_bytes(tmp_path)
+def test_upstream_download_convert_and_cache(file_server):
+    model, data = official_toy()
     _upstream_entry("toy-up", file_server, data)
-    loaded = zoo.load("toy-up")
-    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), loaded.state_dict().values()))
+    assert same_weights(model, zoo.load("toy-up"))
     n = len(file_server.hits)
     zoo.load("toy-up")  # cached: no request
     assert len(file_server.hits) == n
 
 
-def test_upstream_tampered_file_is_rejected_and_not_kept(tmp_path, file_server, isolated_caches):
-    _, data = _official_bytes(tmp_path)
+def test_upstream_tampered_file_is_rejected_and_not_kept(file_server, isolated_caches):
+    _, data = official_toy()
     entry = _upstream_entry("toy-tampered", file_server, data)
     file_server.files["/toy-tampered/official.safetensors"] = data[:-1] + bytes([data[-1] ^ 1])
     with pytest.raises(IntegrityError, match=f"expected sha256 {entry.upstream[0].sha256}"):
@@ -60,8 +44,8 @@ def test_upstream_tampered_file_is_rejected_and_not_kept(tmp_path, file_server, 
     zoo.load("toy-tampered")
 
 
-def test_upstream_truncated_transfer_is_retried_then_reported(tmp_path, file_server, isolated_caches):
-    _, data = _official_bytes(tmp_path)
+def test_upstream_truncated_transfer_is_retried_then_reported(file_server, isolated_caches):
+    _, data = official_toy()
     _upstream_entry("toy-up-trunc", file_server, data)
     file_server.drop_after = [1] * 5  # every try (each resuming the last) gets one byte
     with pytest.raises(OfflineError, match="failed after 5 tries") as err:
@@ -73,8 +57,8 @@ def test_upstream_truncated_transfer_is_retried_then_reported(tmp_path, file_ser
     zoo.load("toy-up-trunc")
 
 
-def test_cached_file_tampered_on_disk_is_deleted(tmp_path, file_server, isolated_caches):
-    _, data = _official_bytes(tmp_path)
+def test_cached_file_tampered_on_disk_is_deleted(file_server, isolated_caches):
+    _, data = official_toy()
     _upstream_entry("toy-disk", file_server, data)
     zoo.load("toy-disk")
     cached = isolated_caches / "zoo" / "downloads" / "toy-disk" / "official.safetensors"
@@ -87,7 +71,7 @@ def test_cached_file_tampered_on_disk_is_deleted(tmp_path, file_server, isolated
     zoo.load("toy-disk")  # downloads it again
 
 
-def test_html_page_is_never_pinned(tmp_path, file_server, isolated_caches):
+def test_html_page_is_never_pinned(file_server, isolated_caches):
     _upstream_entry("toy-html", file_server, b"<!DOCTYPE html><p>Sign in to continue</p>", pinned=False)
     with pytest.raises(DownloadError, match="HTML page"):
         zoo.load("toy-html")
@@ -95,19 +79,19 @@ def test_html_page_is_never_pinned(tmp_path, file_server, isolated_caches):
     assert not (isolated_caches / "zoo" / "downloads" / "toy-html" / "official.safetensors").exists()
 
 
-def test_unpinned_upstream_is_pinned_on_first_use(tmp_path, file_server):
-    _, data = _official_bytes(tmp_path)
+def test_unpinned_upstream_is_pinned_on_first_use(file_server):
+    _, data = official_toy()
     _upstream_entry("toy-tofu", file_server, data, pinned=False)
     zoo.load("toy-tofu")
-    _, other = _official_bytes(tmp_path, seed=1)
+    _, other = official_toy()
     file_server.files["/toy-tofu/official.safetensors"] = other
     zoo.load("toy-tofu")  # cached copy matches the recorded pin
     pins = (Path(zoo.hub.zoo_home()) / "pins" / "toy-tofu.json").read_text()
-    assert sha256_file_bytes(data) in pins
+    assert hashlib.sha256(data).hexdigest() in pins
 
 
-def test_offline_without_cache_says_how_to_get_it(tmp_path, file_server, monkeypatch):
-    _, data = _official_bytes(tmp_path)
+def test_offline_without_cache_says_how_to_get_it(file_server, monkeypatch):
+    _, data = official_toy()
     _upstream_entry("toy-offline", file_server, data)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(OfflineError, match="zoo download toy-offline") as err:
@@ -147,28 +131,8 @@ def test_embedded_source(tmp_path, monkeypatch):
     assert weights.exists()  # never deletes files it does not own
 
 
-CONCURRENT = textwrap.dedent("""
-    import sys, torch
-    sys.path.insert(0, {tests!r})
-    import toy, zoo
-    from zoo.registry import FileSpec, ModelEntry, register_model
-    register_model(ModelEntry(name="toy-race", method="toy",
-        converter="toy:convert_upstream", convert_args={{"width": 8}},
-        upstream=(FileSpec("official.safetensors", {sha!r}, {size}, url={url!r}),)))
-    m = zoo.load("toy-race")
-    print(float(sum(p.detach().sum() for p in m.parameters())))
-""")
-
-
-def test_two_processes_load_one_uncached_model(tmp_path, file_server):
-    model, data = _official_bytes(tmp_path)
-    file_server.files["/race/official.safetensors"] = data
-    script = CONCURRENT.format(tests=str(Path(__file__).parents[1]), sha=sha256_file_bytes(data), size=len(data),
-                               url=f"{file_server.url}/race/official.safetensors")
-    procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for _ in range(2)]
-    outs = [p.communicate(timeout=300) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outs
-    expected = float(sum(p.detach().sum() for p in model.parameters()))
-    assert [float(o[0]) for o in outs] == pytest.approx([expected, expected])
-    assert file_server.hits.count("/race/official.safetensors") == 1  # the lock made the second one wait
+def test_two_processes_load_one_uncached_model(file_server):
+    model, data = official_toy()
+    entry = _upstream_entry("toy-race", file_server, data)
+    assert load_in_processes([entry, entry]) == pytest.approx([weight_sum(model)] * 2)
+    assert file_server.hits.count("/toy-race/official.safetensors") == 1  # the lock made the second one wait

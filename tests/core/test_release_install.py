@@ -2,6 +2,7 @@
 model from its Hub home with weights identical to the checkout's."""
 
 import hashlib
+import inspect
 import json
 import os
 import subprocess
@@ -49,7 +50,7 @@ def test_dry_run_lists_every_entry_with_its_hub_home_and_pins(capsys):
     assert "action: skip: official files not on this machine (`zoo download chess-270m`" in out
 
 
-def _tiny_chess_upstream(tmp_path):
+def _tiny_chess_upstream():
     """A catalog-style upstream entry whose official file (an Orbax zip) is already in the downloads folder."""
     pytest.importorskip("tensorstore")
     name = "chess-test-release-tiny"
@@ -66,7 +67,7 @@ def _tiny_chess_upstream(tmp_path):
 
 
 def test_release_publishes_every_entry_and_reloads_identically(hub, tmp_path, monkeypatch):
-    upstream = _tiny_chess_upstream(tmp_path)
+    upstream = _tiny_chess_upstream()
     names = [*EMBEDDED, upstream.name]
     pins_out = tmp_path / "pins.json"
     result = release(names, pins_out=pins_out, progress=lambda line: None)
@@ -91,23 +92,15 @@ def test_release_publishes_every_entry_and_reloads_identically(hub, tmp_path, mo
     assert hub.count("GET", f"{upstream.hub_repo}/resolve") >= 1  # the released one came from the Hub
 
 
-INSTALLED = textwrap.dedent("""
+INSTALLED = inspect.getsource(weights_digest) + textwrap.dedent("""
     import hashlib, json, sys
     import torch, zoo
     from zoo.hub import embedded_hub_dir
-    from zoo.publishing import TEMPLATE_PATH
+    from zoo.card import TEMPLATE_PATH
 
     assert "site-packages" in zoo.__file__, zoo.__file__
     assert not embedded_hub_dir().exists() and TEMPLATE_PATH.is_file()
-    digests = {}
-    for name in sys.argv[1:]:
-        h = hashlib.sha256()
-        for key, t in sorted(zoo.load(name).state_dict().items()):
-            h.update(key.encode())
-            h.update(str(t.dtype).encode())
-            h.update(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
-        digests[name] = h.hexdigest()
-    print(json.dumps(digests))
+    print(json.dumps({name: weights_digest(zoo.load(name)) for name in sys.argv[1:]}))
 """)
 
 
