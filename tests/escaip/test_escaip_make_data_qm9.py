@@ -1,6 +1,7 @@
 """make-data for the conservative molecule potential: QM9 blocks, molecule pairs, strained bulk metals, g2 test set."""
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -8,7 +9,8 @@ import pytest
 
 from zoo.cli import main as zoo_main
 from zoo.escaip.data import read_structures
-from zoo.escaip.make_data import g2_formulas, g2_test_molecules, make_data, plan_qm9_jobs, select_qm9, write_selection
+from zoo.escaip.make_data import (g2_formulas, g2_test_molecules, make_data, plan_qm9_jobs, select_qm9,
+                                  select_smiles, write_selection)
 
 pytest.importorskip("tblite")
 QM9 = Path(__file__).parents[1] / "fixtures" / "escaip" / "qm9"  # 12 rows of qm9pack's CSV (columns it needs)
@@ -72,4 +74,29 @@ def test_cli_keeps_the_selection_of_a_resumed_run(tmp_path, capsys):
     assert "6 / 6 frames" in capsys.readouterr().out
     assert len(json.loads((out / "qm9_selection.json").read_text())) == 2
     assert zoo_main([*args[:4], "3", *args[5:]]) == 2
-    assert "holds a selection of 2 QM9 molecules, not 3" in capsys.readouterr().err
+    assert "holds a selection of 2 molecules, not 3" in capsys.readouterr().err
+
+
+def test_smiles_lists_give_rdkit_conformers_and_refuse_g2_formulas(tmp_path, capsys):
+    pytest.importorskip("rdkit")
+    listing = tmp_path / "molecules.smi"
+    listing.write_text("# terminal alkene, cumulene, triple bond\nC=CCCC 1-pentene\n\nCC=C=O methylketene\nC=CC#C\n")
+    molecules = select_smiles(listing)
+    assert [m["smiles"] for m in molecules] == ["C=CCCC", "CC=C=O", "C=CC#C"] and molecules == select_smiles(listing)
+    pentene = np.array(molecules[0]["positions"])
+    assert molecules[0]["symbols"].count("H") == 10 and len(pentene) == 15
+    distances = np.linalg.norm(pentene[:, None] - pentene[None], axis=-1)[np.triu_indices(15, 1)]
+    assert 0.9 < distances.min() < 1.2  # a real conformer: C-H bonds, no overlapping atoms
+    # 1-butene is no g2 molecule, but its formula is (isobutene): isomers are left out, as from QM9
+    for line, message in (("C=CCC 1-butene", "formula C4H8 of a g2 molecule"), ("C[SiH3]", "elements ['Si']"),
+                          ("C(C", "cannot parse")):
+        listing.write_text(f"CC=C=O\n{line}\n")
+        with pytest.raises(ValueError, match=fr"molecules.smi:2: .*{re.escape(message)}"):
+            select_smiles(listing)
+    listing.write_text("C=CCCC\n")
+    out = tmp_path / "smiles-data"
+    assert zoo_main(["escaip", "make-data", str(out), "--smiles", str(listing), "--frames", "3", "--stride", "2",
+                     "--metals", "--no-pairs"]) == 0
+    assert "3 / 3 frames" in capsys.readouterr().out
+    (frames,) = [read_structures([folder]) for folder in (out / "qm9").iterdir()]
+    assert len(frames) == 3 and all(len(f["atomic_numbers"]) == 15 for f in frames)

@@ -15,6 +15,8 @@ def register_cli(commands, convert) -> None:
     mode = d.add_mutually_exclusive_group()
     mode.add_argument("--qm9", type=int, metavar="N", help="N QM9 molecules (no g2 formula) in blocks, with molecule "
                       "pairs and strained EMT bulk metals, instead of the named systems; needs `pip install qm9pack`")
+    mode.add_argument("--smiles", metavar="FILE", help="as --qm9, for the molecules a SMILES list names (one per line, "
+                      "RDKit conformers; no g2 formula); needs `pip install rdkit`")
     mode.add_argument("--g2", action="store_true", help="the g2 test set instead: xTB MD of every closed-shell H/C/N/O/F "
                       "g2 molecule (defaults: 500 K, 25 frames, stride 40)")
     d.add_argument("--molecules", nargs="*", help="molecule names (default: all; `--molecules` alone: none)")
@@ -63,14 +65,19 @@ def _make_data(args) -> None:
         print("bulk metals (EMT, --qm9):", " ".join(md.METALS))
         print("g2 test molecules (GFN2-xTB, --g2):", " ".join(md.g2_test_molecules()))
         return
-    if args.qm9 is not None:
+    if args.qm9 is not None or args.smiles:
         metals = list(md.METALS) if args.metals is None else args.metals
         unknown = sorted(set(metals) - set(md.METALS))
-        if args.qm9 < 1 or unknown:
+        if (args.qm9 is not None and args.qm9 < 1) or unknown:
             raise ValueError(f"unknown metals {unknown}; choose from {list(md.METALS)}" if unknown
                              else "--qm9 needs a positive number of molecules")
-        md.write_selection(args.out, lambda: md.select_qm9(args.qm9, args.seed, args.qm9_source), args.qm9)
-        jobs = md.plan_qm9_jobs(args.qm9, args.block_molecules, args.temperatures or [300.0, 600.0, 1000.0],
+        if args.smiles:
+            molecules = md.select_smiles(args.smiles, args.seed)
+            md.write_selection(args.out, lambda: molecules, len(molecules))
+        else:
+            md.write_selection(args.out, lambda: md.select_qm9(args.qm9, args.seed, args.qm9_source), args.qm9)
+        n_molecules = len(molecules) if args.smiles else args.qm9
+        jobs = md.plan_qm9_jobs(n_molecules, args.block_molecules, args.temperatures or [300.0, 600.0, 1000.0],
                                 args.frames or 9, args.stride or 8, args.seed, not args.no_pairs, metals,
                                 args.slab_frames, args.segment_frames)
     elif args.g2:

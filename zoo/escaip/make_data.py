@@ -6,6 +6,8 @@
   from the QM9 geometry plus randomly displaced copies, in blocks of molecules; molecule pairs from the same
   block at contact distances (the non-bonded range); strained, rattled EMT bulk metals (stress). Every molecule
   of ASE's ``g2`` collection is left out by formula (``g2`` is the test set), and blocks split by molecule.
+* molecules a SMILES list names (``--smiles FILE``: RDKit conformers, made as the QM9 ones): bonding motifs QM9
+  lacks; a g2 formula is refused.
 
 Every trajectory (or block) is a job run by a worker process (``OMP_NUM_THREADS=1`` each) and written in
 segments (``<out>/<kind>/<system>/T<temperature>_s<seed>/seg_00000.extxyz``, each file written atomically). An
@@ -28,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Job", "MOLECULES", "SLABS", "METALS", "build_system", "plan_jobs", "plan_qm9_jobs", "select_qm9",
+__all__ = ["Job", "MOLECULES", "SLABS", "METALS", "build_system", "plan_jobs", "plan_qm9_jobs", "select_qm9", "select_smiles",
            "write_selection", "g2_formulas", "g2_test_molecules", "run_job", "make_data"]
 
 
@@ -247,6 +249,44 @@ def select_qm9(n: int, seed: int = 0, source: str | os.PathLike | None = None) -
     return [chosen[i] for i in order]
 
 
+def select_smiles(path: str | os.PathLike, seed: int = 0) -> list[dict]:
+    """The molecules a SMILES list names, in the form :func:`select_qm9` gives, for chemistry QM9 lacks (it has no
+    terminal =CH2, no cumulene, no O-F bond). One molecule per line (SMILES, then an optional name; a line that
+    starts with ``#`` is a comment); the geometry is an RDKit conformer (ETKDG, then MMFF). A g2 formula or another element is an error."""
+    from ase.formula import Formula
+
+    try:
+        from rdkit import Chem
+        from rdkit.Chem import AllChem
+    except ImportError:
+        raise ImportError("--smiles needs RDKit: pip install rdkit") from None
+    excluded, molecules = g2_formulas(), []
+    for lineno, line in enumerate(Path(path).read_text().splitlines(), 1):
+        fields = line.split()
+        if not fields or fields[0].startswith("#"):  # only whole-line comments: '#' is SMILES' triple bond
+            continue
+        where, smiles = f"{path}:{lineno}", fields[0]
+        mol = Chem.MolFromSmiles(smiles)
+        if mol is None:
+            raise ValueError(f"{where}: RDKit cannot parse the SMILES {smiles!r}")
+        mol = Chem.AddHs(mol)
+        if AllChem.EmbedMolecule(mol, randomSeed=seed) != 0:
+            raise ValueError(f"{where}: RDKit found no 3D conformer for {smiles!r}")
+        AllChem.MMFFOptimizeMolecule(mol)
+        symbols = [atom.GetSymbol() for atom in mol.GetAtoms()]
+        formula = str(Formula.from_list(symbols).format("hill"))
+        if not set(symbols) <= QM9_ELEMENTS:
+            raise ValueError(f"{where}: {smiles} has elements {sorted(set(symbols) - QM9_ELEMENTS)}; "
+                             f"the molecules are {', '.join(sorted(QM9_ELEMENTS))} only")
+        if formula in excluded:
+            raise ValueError(f"{where}: {smiles} has the formula {formula} of a g2 molecule (the test set); remove it")
+        molecules.append({"index": lineno, "smiles": smiles, "symbols": symbols,
+                          "positions": mol.GetConformer().GetPositions().tolist()})
+    if not molecules:
+        raise ValueError(f"{path} names no molecule")
+    return molecules
+
+
 def write_selection(out: str | os.PathLike, select, n: int) -> None:
     """Write ``select()`` (the molecules) once: a rerun keeps the existing selection, so a resumed run sees the
     same molecules; a rerun asking for a different number of them is an error."""
@@ -254,8 +294,8 @@ def write_selection(out: str | os.PathLike, select, n: int) -> None:
     if path.exists():
         have = len(json.loads(path.read_text()))
         if have != n:
-            raise ValueError(f"{out} holds a selection of {have} QM9 molecules, not {n}: rerun with --qm9 {have}, "
-                             "or use a new output folder")
+            raise ValueError(f"{out} holds a selection of {have} molecules, not {n}: rerun with the same molecules "
+                             f"(--qm9 {have}, or the same --smiles list), or use a new output folder")
         return
     molecules = select()
     path.parent.mkdir(parents=True, exist_ok=True)
