@@ -71,12 +71,12 @@ def _make_data(args) -> None:
         if (args.qm9 is not None and args.qm9 < 1) or unknown:
             raise ValueError(f"unknown metals {unknown}; choose from {list(md.METALS)}" if unknown
                              else "--qm9 needs a positive number of molecules")
+        # the selection is made once (a resumed run reads it back), so the count comes without building molecules
         if args.smiles:
-            molecules = md.select_smiles(args.smiles, args.seed)
-            md.write_selection(args.out, lambda: molecules, len(molecules))
+            n_molecules, select = len(md.smiles_lines(args.smiles)), lambda: md.select_smiles(args.smiles, args.seed)
         else:
-            md.write_selection(args.out, lambda: md.select_qm9(args.qm9, args.seed, args.qm9_source), args.qm9)
-        n_molecules = len(molecules) if args.smiles else args.qm9
+            n_molecules, select = args.qm9, lambda: md.select_qm9(args.qm9, args.seed, args.qm9_source)
+        md.write_selection(args.out, select, n_molecules)
         jobs = md.plan_qm9_jobs(n_molecules, args.block_molecules, args.temperatures or [300.0, 600.0, 1000.0],
                                 args.frames or 9, args.stride or 8, args.seed, not args.no_pairs, metals,
                                 args.slab_frames, args.segment_frames)

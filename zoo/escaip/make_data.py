@@ -30,8 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Job", "MOLECULES", "SLABS", "METALS", "build_system", "plan_jobs", "plan_qm9_jobs", "select_qm9", "select_smiles",
-           "write_selection", "g2_formulas", "g2_test_molecules", "run_job", "make_data"]
+__all__ = ["Job", "MOLECULES", "SLABS", "METALS", "build_system", "plan_jobs", "plan_qm9_jobs", "select_qm9",
+           "select_smiles", "smiles_lines", "write_selection", "g2_formulas", "g2_test_molecules", "run_job",
+           "make_data"]
 
 
 # ============================================================================= systems
@@ -249,10 +250,17 @@ def select_qm9(n: int, seed: int = 0, source: str | os.PathLike | None = None) -
     return [chosen[i] for i in order]
 
 
+def smiles_lines(path: str | os.PathLike) -> list[tuple[int, str]]:
+    """(line number, SMILES) of each molecule of a SMILES list: one per line, SMILES then an optional name; a line
+    that starts with ``#`` is a comment (only whole lines: ``#`` is SMILES' triple bond)."""
+    rows = [(lineno, line.split()) for lineno, line in enumerate(Path(path).read_text().splitlines(), 1)]
+    return [(lineno, fields[0]) for lineno, fields in rows if fields and not fields[0].startswith("#")]
+
+
 def select_smiles(path: str | os.PathLike, seed: int = 0) -> list[dict]:
-    """The molecules a SMILES list names, in the form :func:`select_qm9` gives, for chemistry QM9 lacks (it has no
-    terminal =CH2, no cumulene, no O-F bond). One molecule per line (SMILES, then an optional name; a line that
-    starts with ``#`` is a comment); the geometry is an RDKit conformer (ETKDG, then MMFF). A g2 formula or another element is an error."""
+    """The molecules a SMILES list (:func:`smiles_lines`) names, in the form :func:`select_qm9` gives, for chemistry
+    QM9 lacks (it has no terminal =CH2, no cumulene, no O-F bond). The geometry is an RDKit conformer (ETKDG, then
+    MMFF). A g2 formula or another element is an error."""
     from ase.formula import Formula
 
     try:
@@ -261,11 +269,8 @@ def select_smiles(path: str | os.PathLike, seed: int = 0) -> list[dict]:
     except ImportError:
         raise ImportError("--smiles needs RDKit: pip install rdkit") from None
     excluded, molecules = g2_formulas(), []
-    for lineno, line in enumerate(Path(path).read_text().splitlines(), 1):
-        fields = line.split()
-        if not fields or fields[0].startswith("#"):  # only whole-line comments: '#' is SMILES' triple bond
-            continue
-        where, smiles = f"{path}:{lineno}", fields[0]
+    for lineno, smiles in smiles_lines(path):
+        where = f"{path}:{lineno}"
         mol = Chem.MolFromSmiles(smiles)
         if mol is None:
             raise ValueError(f"{where}: RDKit cannot parse the SMILES {smiles!r}")
