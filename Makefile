@@ -1,5 +1,5 @@
 # Two entry points for a fresh machine with Python 3.11 and pip:
-#   make demo   set everything up, then load the bundled default model and use it
+#   make demo   set everything up, then load the bundled default models and use them
 #   make test   set everything up, then run the test suite
 PYTHON ?= python3
 VENV   ?= .venv

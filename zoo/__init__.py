@@ -66,7 +66,7 @@ if TYPE_CHECKING:
              revision: str | None = None, device: str | torch.device | None = None,
              dtype: str | torch.dtype | None = None, **kwargs: Any) -> ChessTransformerModule: ...
     @overload
-    def load(name_or_path: Literal["escaip-small-xtb", "escaip-tiny-emt"], *,
+    def load(name_or_path: Literal["escaip-qm9-xtb", "escaip-small-xtb", "escaip-tiny-emt"], *,
              revision: str | None = None, device: str | torch.device | None = None,
              dtype: str | torch.dtype | None = None, **kwargs: Any) -> EScAIPModule: ...
     @overload

@@ -23,6 +23,20 @@ ENTRIES: list[ModelEntry] = [
         recipe="recipes/escaip/tiny_emt.yaml",
     ),
     ModelEntry(
+        name="escaip-qm9-xtb",
+        method="escaip",
+        **PINS["escaip-qm9-xtb"],
+        architecture={"preset": "small", "hidden_size": 64, "num_layers": 3, "heads": 4, "knn_k": 16,
+                      "direct_forces": False, "parameters": 458_048},
+        license="apache-2.0",
+        paper="https://arxiv.org/abs/2410.24169",
+        description="EScAIP (small, conservative: forces and stress are -dE/dx) trained in the zoo on GFN2-xTB MD "
+                    "of 3,000 QM9 molecules + 123 motif molecules and EMT metals; the molecule default",
+        metrics={"g2_force_mae_meV_per_A": 318.8, "g2_median_force_mae_meV_per_A": 97.7, "val_force_mae_meV_per_A": 65.7,
+                 "nve_drift_meV_per_atom_per_ps": 0.0018},
+        recipe="recipes/escaip/build_qm9_xtb.sh",
+    ),
+    ModelEntry(
         name="escaip-small-xtb",
         method="escaip",
         **PINS["escaip-small-xtb"],
