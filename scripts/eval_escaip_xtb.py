@@ -45,7 +45,9 @@ def system_metrics(model, samples) -> tuple[dict, np.ndarray, np.ndarray]:
     natoms = np.array([len(s["atomic_numbers"]) for s in samples])
     norms = np.linalg.norm(pred_f, axis=1) * np.linalg.norm(ref_f, axis=1)
     cos = (pred_f * ref_f).sum(1) / np.maximum(norms, 1e-12)
-    row = {"frames": len(samples), "atoms": int(natoms[0]),
+    # a molecule's size, or the range of sizes of a mixed set (a validation split)
+    atoms = int(natoms[0]) if (natoms == natoms[0]).all() else f"{natoms.min()}-{natoms.max()}"
+    row = {"frames": len(samples), "atoms": atoms,
            "energy_mae_meV_per_atom": 1e3 * float(np.mean(np.abs(pred_e - ref_e) / natoms)),
            "force_mae_meV_per_A": 1e3 * float(np.mean(np.abs(pred_f - ref_f))),
            "force_cos": float(np.mean(cos))}

@@ -8,7 +8,8 @@
 #                                             # (qm9_xtb.yaml fine-tunes it with the motifs, 1 h); each published to RUN/repo
 #   recipes/escaip/build_qm9_xtb.sh eval      # g2 per molecule, QM9 validation, NVE drift, BFGS, cell relaxations,
 #                                             # speed and the force parity plot -> runs/escaip-qm9-xtb/eval (12 min)
-#   recipes/escaip/build_qm9_xtb.sh publish   # the weights with their card -> hub/escaip-qm9-xtb
+#   recipes/escaip/build_qm9_xtb.sh publish   # the card from those measurements (make_qm9_card.py, written to
+#                                             # cards/escaip-qm9-xtb.yaml), then the weights with it -> hub/escaip-qm9-xtb
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
@@ -38,6 +39,8 @@ eval)
   ;;
 publish)
   hub="${HUB:-hub/escaip-qm9-xtb}"
+  # MINUTES="STAGE1 STAGE2": training times of runs whose checkpoints hold no Timer state (trained before it)
+  python "$HERE/make_qm9_card.py" "$BASE" "$FINAL" --out "$HERE/cards/escaip-qm9-xtb.yaml" ${MINUTES:+--minutes $MINUTES}
   zoo publish "$FINAL/repo" "$hub" --card "$HERE/cards/escaip-qm9-xtb.yaml"
   cp "$FINAL/eval/force_parity.png" "$FINAL/eval/metrics.json" "$hub/"
   ;;
