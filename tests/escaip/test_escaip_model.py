@@ -118,3 +118,27 @@ def test_configs_and_bad_options():
         EScAIPConfig.from_dict({"max_neighbors": 20})
     with pytest.raises(ValueError, match="use_message_gate is not supported"):
         EScAIPConfig(use_message_gate=True)
+
+
+def test_unused_padding_slots_are_cut_without_changing_results(fixture_dir, monkeypatch):
+    """Small molecules use fewer neighbour slots than knn_pad_size; the model drops the slots no atom uses, and
+    energy, forces and stress equal those computed over every padded slot (float64)."""
+    from ase.build import molecule
+
+    from zoo.escaip.data import atoms_to_batch
+    from zoo.escaip.graph import NeighborGraph
+
+    model = official_model(fixture_dir, "gradient", torch.float64)
+    mols = [molecule(name) for name in ("CH3CH2OH", "H2O", "C6H6")]
+    for atoms in mols:
+        atoms.rattle(0.05, seed=1)
+    inputs = atoms_to_batch(mols)
+    graph = build_graph(inputs["pos"].double(), inputs["cell"].double(), inputs["pbc"], inputs["natoms"], model.cfg.graph)
+    cut = graph.without_unused_slots()
+    assert cut.mask.shape[1] == int(graph.mask.sum(1).max()) < model.cfg.knn_pad_size
+    assert torch.equal(cut.index, graph.index[:, :cut.mask.shape[1]]) and not graph.mask[:, cut.mask.shape[1]:].any()
+    trimmed = run(model, inputs, stress=True)
+    monkeypatch.setattr(NeighborGraph, "without_unused_slots", lambda self: self)
+    padded = run(model, inputs, stress=True)
+    for key in padded:
+        torch.testing.assert_close(trimmed[key], padded[key], rtol=0, atol=1e-10)

@@ -585,7 +585,7 @@ class EScAIP(nn.Module):
         batch = batch_index(natoms)
         n_sys = len(natoms)
         if not self.gradient:
-            graph = build_graph(pos, cell, pbc, natoms, self.cfg.graph)
+            graph = build_graph(pos, cell, pbc, natoms, self.cfg.graph).without_unused_slots()
             geo = geometry(graph, atomic_numbers, self.cfg)
             node, edge = self.backbone(geo)
             out = {"energy": self._head("energy").energy(node, batch, n_sys)}
@@ -607,7 +607,7 @@ class EScAIP(nn.Module):
                 inputs.append(strain)
             else:
                 pos_in, cell_in = pos, cell
-            graph = build_graph(pos_in, cell_in, pbc, natoms, self.cfg.graph)
+            graph = build_graph(pos_in, cell_in, pbc, natoms, self.cfg.graph).without_unused_slots()
             geo = geometry(graph, atomic_numbers, self.cfg)
             node, _ = self.backbone(geo)
             energy = self._head("gradient").energy(node, batch, n_sys)
