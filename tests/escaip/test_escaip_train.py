@@ -109,6 +109,48 @@ def test_tiny_model_trains_and_fine_tunes_after_loading(emt_data, tmp_path, forc
     assert any(not torch.equal(before[k], v) for k, v in loaded.state_dict().items() if k.startswith("model."))
 
 
+def test_a_run_resumed_mid_epoch_trains_on_the_batches_it_had_left(emt_data, tmp_path):
+    """Killed in the middle of its second epoch and resumed from its last checkpoint, a run trains on the batches
+    it had left and ends with the weights of a run that never stopped. (Lightning alone restarts the epoch from
+    its first batch, and never called the batch sampler's `set_epoch`: every epoch had the same order.)"""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    per_epoch, kill_at, steps = 12, 15, 20
+
+    class Killed(Exception):
+        pass
+
+    class Record(L.Callback):
+        def __init__(self, batches: list, kill: bool):
+            self.batches, self.kill = batches, kill
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            if self.kill and trainer.global_step == kill_at:
+                raise Killed  # as a killed job: nothing more is saved
+            self.batches.append(round(batch["pos"].sum().item(), 6))
+
+    def run(batches: list, kill=False, ckpt_path=None):
+        torch.manual_seed(0)
+        last = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_last=True, every_n_train_steps=5)
+        model = EScAIPModule(backbone=TINY, lr=2e-3, warmup_steps=2, ema_decay=0.9)
+        data = EScAIPDataModule(str(emt_data), val_fraction=0.25, max_atoms_per_batch=40)  # one frame a batch
+        fit = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
+                        callbacks=[Record(batches, kill), last], max_steps=steps, limit_val_batches=0)
+        fit.fit(model, datamodule=data, ckpt_path=ckpt_path)
+        return model.state_dict()
+
+    straight, first, rest = [], [], []
+    weights = run(straight)
+    assert len(set(straight[:per_epoch])) == per_epoch and straight[per_epoch:] != straight[:steps - per_epoch]
+    (tmp_path / "ckpt" / "last.ckpt").unlink()
+    with pytest.raises(Killed):
+        run(first, kill=True)
+    resumed_weights = run(rest, ckpt_path=tmp_path / "ckpt" / "last.ckpt")
+    assert first + rest == straight
+    for name, value in weights.items():
+        torch.testing.assert_close(resumed_weights[name], value, msg=name)
+
+
 def test_training_with_ddp_spawn_on_two_processes(emt_data, tmp_path):
     model = EScAIPModule(backbone=TINY, warmup_steps=1)
     data = EScAIPDataModule(str(emt_data), val_fraction=0.25, max_atoms_per_batch=80)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -126,16 +127,30 @@ class AtomsDataset(Dataset):
 
 
 # ----------------------------------------------------------------------------- batching
+class EpochSampler(SequentialSampler):
+    """Every index in order, and the epoch: Lightning sets it here each epoch, and the batch sampler shuffles by it."""
+
+    def __init__(self, data_source):
+        super().__init__(data_source)
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+
 class AtomCountBatchSampler(BatchSampler):
     """Batches holding at most ``max_atoms`` atoms each (a larger structure gets a batch of its own).
 
     When Lightning injects a ``DistributedSampler`` (DDP), its ``num_replicas`` and ``rank`` are used to
     deal out whole batches of one global packing, padded to a multiple of the world size, so every rank sees
     the same number of batches.
+
+    ``resume_at=(epoch, n)`` makes the next pass over that epoch start after its first ``n`` batches: a run
+    resumed from a mid-epoch checkpoint goes on with the batches it had not trained on.
     """
 
     def __init__(self, sampler, atom_counts: Sequence[int], max_atoms: int, shuffle: bool = True, seed: int = 0,
-                 drop_last: bool = False):
+                 drop_last: bool = False, resume_at: tuple[int, int] | None = None):
         if max_atoms < 1:
             raise ValueError(f"max_atoms must be positive, got {max_atoms}")
         super().__init__(sampler, batch_size=1, drop_last=drop_last)
@@ -143,10 +158,18 @@ class AtomCountBatchSampler(BatchSampler):
         self.max_atoms = max_atoms
         self.shuffle = shuffle
         self.seed = seed
-        self.epoch = 0
+        self._epoch = 0
+        self.resume_at = resume_at
+
+    # Lightning calls `set_epoch` on the inner sampler (a DistributedSampler under DDP), not on a batch sampler
+    @property
+    def epoch(self) -> int:
+        return getattr(self.sampler, "epoch", self._epoch)
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
+        self._epoch = epoch
+        if hasattr(self.sampler, "set_epoch"):
+            self.sampler.set_epoch(epoch)
 
     def _batches(self) -> list[list[int]]:
         n = len(self.atom_counts)
@@ -174,7 +197,12 @@ class AtomCountBatchSampler(BatchSampler):
         return batches
 
     def __iter__(self):
-        yield from self._batches()
+        # a generator: the body runs at the first batch, after Lightning has set the epoch and loaded a checkpoint
+        batches = self._batches()
+        if self.resume_at is not None and self.resume_at[0] == self.epoch:
+            batches = batches[self.resume_at[1]:]
+        self.resume_at = None
+        yield from batches
 
     def __len__(self) -> int:
         return len(self._batches())
@@ -240,6 +268,7 @@ class EScAIPDataModule(L.LightningDataModule):
         self.save_hyperparameters()
         self.train_set: AtomsDataset | None = None
         self.val_set: AtomsDataset | None = None
+        self._resume_at: tuple[int, int] | None = None
 
     def check_data(self) -> None:
         """Raise the error ``setup`` would for a missing path, before training starts (``zoo train`` calls it)."""
@@ -267,11 +296,36 @@ class EScAIPDataModule(L.LightningDataModule):
         if not len(self.train_set):
             raise ValueError("no training structures left after the validation split; lower val_fraction")
 
+    # ------------------------------------------------------------------ resuming mid-epoch
+    # Lightning restarts a plain DataLoader's epoch from its first batch, and never loads the state of a stateful
+    # one when `configure_optimizers` asks for `estimated_stepping_batches` (Lightning issue #20550), as EScAIP's
+    # does. The datamodule's own state is saved and loaded in every checkpoint: it carries the position instead.
+    def state_dict(self) -> dict[str, Any]:
+        trainer = self.trainer
+        if trainer is None or trainer.state.fn != "fit":
+            return {}
+        return {"epoch": trainer.current_epoch,
+                "batches_done": trainer.fit_loop.epoch_loop.batch_progress.current.processed}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if "batches_done" not in state_dict:
+            return
+        from lightning.pytorch.utilities import rank_zero_info
+        from lightning.pytorch.utilities.warnings import PossibleUserWarning
+
+        self._resume_at = (int(state_dict["epoch"]), int(state_dict["batches_done"]))
+        rank_zero_info(f"Resuming epoch {self._resume_at[0]} after its first {self._resume_at[1]} batches")
+        # handled here, so Lightning's warning that the dataloader cannot resume mid-epoch does not apply
+        warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch",
+                                category=PossibleUserWarning)
+
     def _loader(self, dataset: AtomsDataset, shuffle: bool) -> DataLoader:
         sampler = AtomCountBatchSampler(
-            SequentialSampler(dataset), dataset.atom_counts, self.hparams.max_atoms_per_batch,
-            shuffle=shuffle, seed=self.hparams.seed,
-        )
+            EpochSampler(dataset), dataset.atom_counts, self.hparams.max_atoms_per_batch,
+            shuffle=shuffle, seed=self.hparams.seed, resume_at=self._resume_at if shuffle else None,
+        )  # resume_at as an argument: Lightning rebuilds the batch sampler from its arguments under DDP
+        if shuffle:
+            self._resume_at = None
         return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate_atoms,
                           num_workers=self.hparams.num_workers, persistent_workers=self.hparams.num_workers > 0)
 
