@@ -101,6 +101,9 @@ def test_tiny_model_trains_and_fine_tunes_after_loading(emt_data, tmp_path, forc
     batch = next(iter(data.val_dataloader()))
     a, b = model.eval().predict(batch), loaded.predict(batch)
     assert torch.allclose(a["energy"], b["energy"]) and torch.allclose(a["forces"], b["forces"])
+    # the last validation (one batch, these weights): force_cos is the mean cosine over its atoms
+    cos = torch.nn.functional.cosine_similarity(a["forces"], batch["forces"].to(a["forces"].dtype), dim=-1)
+    assert metrics["val/force_cos"].item() == pytest.approx(cos.mean().item(), abs=1e-5)
     # fine-tune as is: Trainer.fit on the loaded module keeps the saved references
     refs = loaded.scaling.element_references.clone()
     before = {k: v.clone() for k, v in loaded.state_dict().items()}
