@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import zoo
-from zoo.escaip.data import AtomCountBatchSampler, EScAIPDataModule, read_structures
+from zoo.escaip.data import AtomCountBatchSampler, EpochSampler, EScAIPDataModule, read_structures
 from zoo.escaip.make_data import make_data, plan_jobs
 from zoo.escaip.module import EScAIPModule
 
@@ -65,6 +65,46 @@ def test_atom_count_batches_cover_everything_and_balance_ranks():
     assert {i for r in ranks for b in r for i in b} == set(range(len(counts)))
     single.set_epoch(1)
     assert list(single) != batches  # reshuffled per epoch
+
+
+def test_every_epoch_has_as_many_batches_as_lightning_was_told_and_validates():
+    """A new order packs into a few batches more or fewer than epoch 0's. Lightning reads len() once and validates
+    when an epoch reaches that many batches: an epoch one batch short trained without its validation."""
+    generator = torch.Generator().manual_seed(0)
+    counts = torch.randint(1, 30, (300,), generator=generator).tolist()
+    sampler = AtomCountBatchSampler(EpochSampler(counts), counts, max_atoms=64, seed=1)
+    packed = []
+    for epoch in range(12):
+        sampler.sampler.set_epoch(epoch)
+        packed.append(len(sampler._pack(epoch)))
+        batches = list(sampler)
+        assert len(batches) == len(sampler)
+        assert sorted(i for b in batches for i in b) == list(range(len(counts)))
+        assert all(sum(counts[i] for i in b) <= 64 for b in batches)
+    assert min(packed) < len(sampler) < max(packed)  # both repairs ran: splitting and spreading
+
+    class Validated(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.weight, self.epochs = torch.nn.Parameter(torch.zeros(1)), []
+
+        def training_step(self, batch, batch_idx):
+            return (self.weight - batch.float().mean()).pow(2).sum()
+
+        def validation_step(self, batch, batch_idx):
+            pass
+
+        def on_validation_epoch_end(self):
+            self.epochs.append(self.current_epoch)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=1e-3)
+
+    loader = lambda: torch.utils.data.DataLoader(counts, batch_sampler=AtomCountBatchSampler(
+        EpochSampler(counts), counts, max_atoms=64, seed=1))
+    model = Validated()
+    trainer(max_epochs=12, num_sanity_val_steps=0).fit(model, loader(), loader())
+    assert model.epochs == list(range(12))
 
 
 def trainer(**kw):

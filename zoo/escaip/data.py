@@ -141,6 +141,9 @@ class EpochSampler(SequentialSampler):
 class AtomCountBatchSampler(BatchSampler):
     """Batches holding at most ``max_atoms`` atoms each (a larger structure gets a batch of its own).
 
+    Every epoch packs a new order into as many batches as epoch 0 did: Lightning reads ``len()`` once and
+    validates when an epoch's batch count reaches it, so an epoch one batch short would skip its validation.
+
     When Lightning injects a ``DistributedSampler`` (DDP), its ``num_replicas`` and ``rank`` are used to
     deal out whole batches of one global packing, padded to a multiple of the world size, so every rank sees
     the same number of batches.
@@ -160,6 +163,7 @@ class AtomCountBatchSampler(BatchSampler):
         self.seed = seed
         self._epoch = 0
         self.resume_at = resume_at
+        self._count = len(self._pack(0))  # batches in every epoch, before DDP's dealing
 
     # Lightning calls `set_epoch` on the inner sampler (a DistributedSampler under DDP), not on a batch sampler
     @property
@@ -171,10 +175,11 @@ class AtomCountBatchSampler(BatchSampler):
         if hasattr(self.sampler, "set_epoch"):
             self.sampler.set_epoch(epoch)
 
-    def _batches(self) -> list[list[int]]:
+    def _pack(self, epoch: int) -> list[list[int]]:
+        """The structures in this epoch's order, each batch filled until the next one would not fit."""
         n = len(self.atom_counts)
         if self.shuffle:
-            order = torch.randperm(n, generator=torch.Generator().manual_seed(self.seed + self.epoch)).tolist()
+            order = torch.randperm(n, generator=torch.Generator().manual_seed(self.seed + epoch)).tolist()
         else:
             order = list(range(n))
         batches, current, size = [], [], 0
@@ -186,6 +191,44 @@ class AtomCountBatchSampler(BatchSampler):
             size += self.atom_counts[i]
         if current:
             batches.append(current)
+        return batches
+
+    def _atoms(self, batch: list[int]) -> int:
+        return sum(self.atom_counts[i] for i in batch)
+
+    def _to_count(self, batches: list[list[int]]) -> list[list[int]]:
+        """Split the fullest batches in two, or spread a batch's structures over the others' room, until there
+        are ``self._count``. (Packing an order gives a few batches more or fewer than epoch 0's.)"""
+        while len(batches) < self._count:  # fewer batches than epoch 0 for as many structures: one holds two or more
+            j = max((j for j, b in enumerate(batches) if len(b) > 1), key=lambda j: self._atoms(batches[j]))
+            half = len(batches[j]) // 2
+            batches[j:j + 1] = [batches[j][:half], batches[j][half:]]
+        while len(batches) > self._count:
+            loads = [self._atoms(b) for b in batches]
+            spread = next(filter(None, (self._spread(batches, loads, j) for j in
+                                        sorted(range(len(batches)), key=loads.__getitem__))), None)
+            if spread is None:
+                # no batch fits in the others' room (they are nearly full): the epoch keeps its extra batches,
+                # and Lightning validates that many batches before the epoch ends
+                return batches
+            batches = spread
+        return batches
+
+    def _spread(self, batches: list[list[int]], loads: list[int], j: int) -> list[list[int]] | None:
+        """The batches without batch ``j``, its structures (largest first) added where most room is left;
+        None when one of them fits nowhere."""
+        rest = [list(b) for b in batches[:j] + batches[j + 1:]]
+        room = [self.max_atoms - load for load in loads[:j] + loads[j + 1:]]
+        for i in sorted(batches[j], key=lambda i: -self.atom_counts[i]):
+            k = max(range(len(rest)), key=room.__getitem__)
+            if room[k] < self.atom_counts[i]:
+                return None
+            rest[k].append(i)
+            room[k] -= self.atom_counts[i]
+        return rest
+
+    def _batches(self) -> list[list[int]]:
+        batches = self._to_count(self._pack(self.epoch))
         world = getattr(self.sampler, "num_replicas", 1)
         rank = getattr(self.sampler, "rank", 0)
         if world > 1:
@@ -205,7 +248,8 @@ class AtomCountBatchSampler(BatchSampler):
         yield from batches
 
     def __len__(self) -> int:
-        return len(self._batches())
+        world = getattr(self.sampler, "num_replicas", 1)
+        return self._count // world if self.drop_last else -(-self._count // world)
 
 
 # ----------------------------------------------------------------------------- normalisation
