@@ -85,7 +85,7 @@ def test_qm9_card_is_written_from_the_two_stages_measurements(emt_data, tmp_path
     assert values["g2_molecules_over_150_meV_per_A"] == sum(r["force_mae_meV_per_A"] > 150 for r in measured["g2"])
     assert f"| {worst['system']} | {worst['frames']} |" in card["training"]
     # the training paragraph reports what ran here: 2 steps per stage, each recipe's lr, one validation per stage
-    val = [make_qm9_card.stage(run, None)["val"] for run in (base, final)]
+    val = [list(make_qm9_card.stage(run, None)["val"].values()) for run in (base, final)]
     assert len(val[0]) == len(val[1]) == 1
     assert "for 1 epochs (2 steps of at most 256 atoms; AdamW lr 0.002" in card["training"]
     assert f"stage 1 {val[0][0]:.1f} meV/Å; stage 2 {val[1][0]:.1f} meV/Å" in card["training"]
