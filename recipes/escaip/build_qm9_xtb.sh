@@ -3,9 +3,9 @@
 # molecules, molecules with the groups QM9 lacks, molecule pairs, EMT bulk metals and EMT slabs; ASE's g2 molecules
 # are the test set and are in no training or validation data. Run from the repository root; every step resumes.
 #   recipes/escaip/build_qm9_xtb.sh data      # GFN2-xTB / EMT labels (needs pip install "lightning-zoo[qm9,smiles]"):
-#                                             # QM9 36,700 frames (45 min on 2 cores), motifs 4,059 (1 min), slabs, g2 1,825
-#   recipes/escaip/build_qm9_xtb.sh train     # stage 1 (qm9_xtb_base.yaml, ~2 h on 2 cores), then stage 2
-#                                             # (qm9_xtb.yaml fine-tunes it with the motifs, ~1 h 10 min); each published
+#                                             # QM9 36,700 frames (10 min on 2 cores), motifs 4,059, slabs, g2 1,825 (1 min each)
+#   recipes/escaip/build_qm9_xtb.sh train     # stage 1 (qm9_xtb_base.yaml, ~1 h 35 min on 2 cores), then stage 2
+#                                             # (qm9_xtb.yaml fine-tunes it with the motifs, ~52 min); each published
 #                                             # to RUN/repo. Killed, it resumes mid-epoch from its last.ckpt
 #   recipes/escaip/build_qm9_xtb.sh eval      # g2 per molecule, QM9 validation, NVE drift, BFGS, cell relaxations,
 #                                             # speed and the force parity plot -> runs/escaip-qm9-xtb/eval (12 min)
