@@ -1,16 +1,21 @@
-"""Training helpers shared by the methods: one EMA of weights, timm's weight-decay groups, the attached Trainer."""
+"""Training helpers shared by the methods: one EMA of weights, timm's weight-decay groups, the attached Trainer,
+and a seeded data order that a run resumed mid-epoch goes on with."""
 
 from __future__ import annotations
 
 import copy
+import warnings
+from collections.abc import Iterator, Sized
 from typing import Any
 
 import torch
 import torch.nn as nn
+from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler, SequentialSampler
 
 from zoo._lightning import L  # Lightning without the optional packages torchmetrics would import
 
-__all__ = ["EMA", "EMAWeights", "EMA_CHECKPOINT_KEY", "weight_decay_groups", "attached_trainer"]
+__all__ = ["EMA", "EMAWeights", "EMA_CHECKPOINT_KEY", "weight_decay_groups", "attached_trainer", "EpochSampler",
+           "ResumableBatchSampler", "MidEpochResume", "resumable_loader"]
 
 # where a checkpoint keeps what resuming needs beside the averaged weights: {"raw": {name: tensor}, "num_updates": n}
 EMA_CHECKPOINT_KEY = "zoo_ema"
@@ -117,3 +122,130 @@ def attached_trainer(module: L.LightningModule) -> L.Trainer | None:
         return module.trainer
     except RuntimeError:
         return None
+
+
+# ----------------------------------------------------------------------------- data order and mid-epoch resume
+class EpochSampler(SequentialSampler):
+    """A dataset's indices in order, and the epoch Lightning sets here each epoch: a :class:`ResumableBatchSampler`
+    orders its batches by it. (Under DDP Lightning puts a DistributedSampler in its place, which has the epoch too.)"""
+
+    def __init__(self, data_source: Sized):
+        super().__init__(data_source)
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+
+class ResumableBatchSampler(BatchSampler):
+    """Batches of ``batch_size`` of ``size`` indices, shuffled by ``seed + epoch`` (or in order), so every epoch has
+    its own order and a resumed run draws the same one.
+
+    The order is the batch sampler's own: the inner ``sampler`` (an :class:`EpochSampler`) carries the epoch,
+    which Lightning sets there and never on a batch sampler. Under DDP Lightning puts a DistributedSampler there;
+    its ``num_replicas`` and ``rank`` deal out whole batches of one global batching, padded to a multiple of the
+    world size, so every rank sees as many.
+
+    ``resume_at=(epoch, n)`` makes the next pass over that epoch start after its first ``n`` batches: a run resumed
+    from a mid-epoch checkpoint goes on with the batches it had not trained on. (An argument: Lightning rebuilds
+    the batch sampler from its arguments under DDP.)
+
+    Subclasses that batch otherwise override :meth:`epoch_batches` and :attr:`num_batches`.
+    """
+
+    def __init__(self, sampler: Sampler | None, size: int, batch_size: int = 1, drop_last: bool = False,
+                 shuffle: bool = True, seed: int = 0, resume_at: tuple[int, int] | None = None):
+        super().__init__(sampler, batch_size=batch_size, drop_last=drop_last)
+        self.size, self.shuffle, self.seed, self.resume_at = size, shuffle, seed, resume_at
+        self._epoch = 0
+
+    @property
+    def epoch(self) -> int:
+        return getattr(self.sampler, "epoch", self._epoch)
+
+    def set_epoch(self, epoch: int) -> None:
+        self._epoch = epoch
+        if hasattr(self.sampler, "set_epoch"):
+            self.sampler.set_epoch(epoch)
+
+    def order(self, epoch: int) -> list[int]:
+        if not self.shuffle:
+            return list(range(self.size))
+        return torch.randperm(self.size, generator=torch.Generator().manual_seed(self.seed + epoch)).tolist()
+
+    @property
+    def num_batches(self) -> int:
+        """Batches in every epoch, over all ranks."""
+        return self.size // self.batch_size if self.drop_last else -(-self.size // self.batch_size)
+
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        """The epoch's batches, before DDP deals them out."""
+        order = self.order(epoch)
+        return [order[i:i + self.batch_size] for i in range(0, self.num_batches * self.batch_size, self.batch_size)]
+
+    def _rank_batches(self) -> list[list[int]]:
+        batches = self.epoch_batches(self.epoch)
+        world, rank = getattr(self.sampler, "num_replicas", 1), getattr(self.sampler, "rank", 0)
+        if world > 1:
+            if self.drop_last:
+                batches = batches[: len(batches) - len(batches) % world]
+            else:
+                batches += batches[: (-len(batches)) % world]
+            batches = batches[rank::world]
+        return batches
+
+    def __iter__(self) -> Iterator[list[int]]:
+        # a generator: the body runs at the first batch, after Lightning has set the epoch and loaded a checkpoint
+        batches = self._rank_batches()
+        if self.resume_at is not None and self.resume_at[0] == self.epoch:
+            batches = batches[self.resume_at[1]:]
+        self.resume_at = None
+        yield from batches
+
+    def __len__(self) -> int:
+        world = getattr(self.sampler, "num_replicas", 1)
+        return self.num_batches // world if self.drop_last else -(-self.num_batches // world)
+
+
+class MidEpochResume:
+    """A LightningDataModule mixin that saves the training position in every checkpoint and resumes there.
+
+    Lightning restarts a plain DataLoader's epoch from its first batch, and never loads the state of a stateful
+    one when ``configure_optimizers`` asks for ``estimated_stepping_batches`` (Lightning issue #20550). The
+    datamodule's own state is saved and loaded in every checkpoint: it carries the position instead. The
+    training loader takes it once with :meth:`take_resume_at` and passes it to its :class:`ResumableBatchSampler`.
+    """
+
+    _resume_at: tuple[int, int] | None = None
+
+    def state_dict(self) -> dict[str, Any]:
+        trainer = getattr(self, "trainer", None)
+        if trainer is None or trainer.state.fn != "fit":
+            return {}
+        return {"epoch": trainer.current_epoch,
+                "batches_done": trainer.fit_loop.epoch_loop.batch_progress.current.processed}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if "batches_done" not in state_dict:
+            return
+        from lightning.pytorch.utilities import rank_zero_info
+        from lightning.pytorch.utilities.warnings import PossibleUserWarning
+
+        self._resume_at = (int(state_dict["epoch"]), int(state_dict["batches_done"]))
+        rank_zero_info(f"Resuming epoch {self._resume_at[0]} after its first {self._resume_at[1]} batches")
+        # handled here, so Lightning's warning that the dataloader cannot resume mid-epoch does not apply
+        warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch",
+                                category=PossibleUserWarning)
+
+    def take_resume_at(self) -> tuple[int, int] | None:
+        """The position a loaded checkpoint left, once: the next training loader starts there."""
+        resume_at, self._resume_at = self._resume_at, None
+        return resume_at
+
+
+def resumable_loader(dataset: Dataset, batch_size: int, *, shuffle: bool, seed: int = 0, drop_last: bool = False,
+                     resume_at: tuple[int, int] | None = None, **loader_kwargs: Any) -> DataLoader:
+    """A DataLoader whose batches come from a :class:`ResumableBatchSampler` over ``dataset``."""
+    batches = ResumableBatchSampler(EpochSampler(dataset), len(dataset), batch_size, drop_last, shuffle=shuffle,
+                                    seed=seed, resume_at=resume_at)
+    return DataLoader(dataset, batch_sampler=batches, **loader_kwargs)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 from bitdelta_testdata import cpu_trainer
+from training_checks import assert_training_order_resumes
 
 import zoo
 from zoo.bitdelta.data import TextDataModule, TokenWindows
@@ -149,3 +150,9 @@ def test_family_recipes_run(tmp_path, monkeypatch, recipe):
     assert cli.trainer.global_step == 2
     name = recipe.split("-")[-1] if recipe.startswith("finetune") else "base"
     assert (tmp_path / "runs" / "bitdelta" / name / "checkpoints" / "last.ckpt").exists()
+
+
+def test_training_order_is_seeded_per_epoch_and_resumes_mid_epoch(tmp_path):
+    text = tmp_path / "train.txt"
+    text.write_text("It is a truth universally acknowledged. " * 30)
+    assert_training_order_resumes(lambda: TextDataModule(train=str(text), max_length=32, stride=8, shuffle=True))

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 from chess_testdata import FIXTURES, TINY, official_io
+from training_checks import assert_training_order_resumes
 
 import zoo
 from zoo.chess.bag import BagReader, decode_record
@@ -215,3 +216,7 @@ def test_mate_scores_convert_to_zoo_convention():
     assert score_to_win_prob(chess.engine.PovScore(chess.engine.Mate(2), chess.WHITE), chess.WHITE) == 1.0
     assert score_to_win_prob(chess.engine.PovScore(chess.engine.Mate(2), chess.WHITE), chess.BLACK) == 0.0
     assert score_to_win_prob(chess.engine.PovScore(chess.engine.Cp(100), chess.BLACK), chess.BLACK) == 0.5910258971916128
+
+
+def test_training_order_is_seeded_per_epoch_and_resumes_mid_epoch(generated_data):
+    assert_training_order_resumes(lambda: ChessDataModule(str(generated_data), policy="action_value", batch_size=4))

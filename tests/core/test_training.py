@@ -7,11 +7,12 @@ import pytest
 import torch
 import yaml
 from toy import ToyData, ToyRegressor
+from torch.utils.data import TensorDataset
 
 import zoo
 from zoo.cli import main
 from zoo.train import run_recipe
-from zoo.training import EMA
+from zoo.training import EMA, EpochSampler, MidEpochResume, ResumableBatchSampler, resumable_loader
 
 RECIPE = str(__import__("pathlib").Path(__file__).parent / "recipes" / "toy.yaml")
 
@@ -152,3 +153,79 @@ def test_ema_update_rule():
     expected = shadow0 - (1 - decay) * (shadow0 - net.weight)
     assert torch.allclose(ema.shadow.weight, expected)
     assert int(ema.num_updates) == 1
+
+
+class _Shard:
+    """A rank's distributed sampler as Lightning injects it under DDP: only its epoch, num_replicas and rank count."""
+
+    def __init__(self, rank: int, num_replicas: int = 2, epoch: int = 0):
+        self.rank, self.num_replicas, self.epoch = rank, num_replicas, epoch
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_resumable_batches_shuffle_by_epoch_deal_ranks_and_resume(drop_last):
+    sampler = EpochSampler(range(10))
+    batches = ResumableBatchSampler(sampler, 10, batch_size=3, drop_last=drop_last, seed=4)
+    epoch0 = list(batches)
+    assert len(epoch0) == len(batches) == (3 if drop_last else 4)
+    assert [len(b) for b in epoch0] == [3, 3, 3] + ([] if drop_last else [1])
+    flat = [i for b in epoch0 for i in b]
+    assert len(set(flat)) == len(flat) == (9 if drop_last else 10)
+    assert list(batches) == epoch0  # the order is the epoch's, not a fresh draw
+    sampler.set_epoch(1)  # as Lightning does each epoch
+    epoch1 = list(batches)
+    assert epoch1 != epoch0 and epoch1 == list(ResumableBatchSampler(_Shard(0, 1, epoch=1), 10, 3, drop_last, seed=4))
+    assert list(ResumableBatchSampler(None, 10, 3, drop_last, shuffle=False))[0] == [0, 1, 2]
+    # resumed at batch 2 of epoch 1: that pass only goes on from there, the next one is whole
+    resumed = ResumableBatchSampler(sampler, 10, 3, drop_last, seed=4, resume_at=(1, 2))
+    assert list(resumed) == epoch1[2:] and list(resumed) == epoch1
+    # a resume position of another epoch is not used
+    assert list(ResumableBatchSampler(sampler, 10, 3, drop_last, seed=4, resume_at=(0, 2))) == epoch1
+    # DDP: two ranks deal out whole batches of the one global batching, as many each as len() says
+    ranks = [ResumableBatchSampler(_Shard(r, epoch=1), 10, 3, drop_last, seed=4) for r in (0, 1)]
+    dealt = [list(r) for r in ranks]
+    assert len(dealt[0]) == len(dealt[1]) == len(ranks[0]) == (1 if drop_last else 2)
+    assert [b for pair in zip(*dealt) for b in pair] == (epoch1[:2] if drop_last else epoch1)
+
+
+class ResumableToyData(MidEpochResume, ToyData):
+    def train_dataloader(self):
+        x, y = super().train_dataloader().dataset.tensors
+        return resumable_loader(TensorDataset(x, y), self.hparams.batch_size, shuffle=True,
+                                resume_at=self.take_resume_at())
+
+
+def test_a_run_killed_mid_epoch_resumes_with_the_batches_it_had_left(tmp_path):
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    class Killed(Exception):
+        pass
+
+    class Record(L.Callback):
+        def __init__(self, seen: list, kill_at: int | None):
+            self.seen, self.kill_at = seen, kill_at
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            if trainer.global_step == self.kill_at:
+                raise Killed  # as a killed job: nothing more is saved
+            self.seen.append(batch[0][:, 0].tolist())
+
+    def run(seen: list, kill_at=None, ckpt_path=None):
+        torch.manual_seed(0)
+        model = ToyRegressor()
+        last = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_last=True, every_n_train_steps=3)
+        trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
+                            max_steps=20, callbacks=[Record(seen, kill_at), last])
+        trainer.fit(model, datamodule=ResumableToyData(n=64, batch_size=8), ckpt_path=ckpt_path)  # 8 batches an epoch
+        return model.state_dict()
+
+    straight, first, rest = [], [], []
+    weights = run(straight)
+    assert straight[8:16] != straight[:8]  # each epoch its own order
+    (tmp_path / "ckpt" / "last.ckpt").unlink()
+    with pytest.raises(Killed):
+        run(first, kill_at=14)  # in epoch 1; the last checkpoint is at step 12
+    resumed = run(rest, ckpt_path=tmp_path / "ckpt" / "last.ckpt")
+    assert first[:12] + rest == straight
+    for name, value in weights.items():
+        torch.testing.assert_close(resumed[name], value, msg=name)

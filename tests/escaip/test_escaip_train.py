@@ -4,11 +4,13 @@ import lightning as L
 import numpy as np
 import pytest
 import torch
+from training_checks import assert_training_order_resumes
 
 import zoo
-from zoo.escaip.data import AtomCountBatchSampler, EpochSampler, EScAIPDataModule, read_structures
+from zoo.escaip.data import AtomCountBatchSampler, EScAIPDataModule, read_structures
 from zoo.escaip.make_data import make_data, plan_jobs
 from zoo.escaip.module import EScAIPModule
+from zoo.training import EpochSampler
 
 TINY = {"preset": "tiny", "max_num_elements": 30}
 
@@ -204,3 +206,7 @@ def test_training_with_ddp_spawn_on_two_processes(emt_data, tmp_path):
     assert torch.isfinite(fit.callback_metrics["train/loss"])
     assert bool(model.scaling.fitted) and model.scaling.forces_rmsd.item() != 1.0
     assert any(not torch.equal(before[k], v) for k, v in model.model.state_dict().items())
+
+
+def test_training_order_is_seeded_per_epoch_and_resumes_mid_epoch(emt_data):
+    assert_training_order_resumes(lambda: EScAIPDataModule(str(emt_data), val_fraction=0.25, max_atoms_per_batch=40))

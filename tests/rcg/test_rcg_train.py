@@ -5,6 +5,7 @@ import pickle
 import lightning as L
 import pytest
 import torch
+from training_checks import assert_training_order_resumes
 
 import zoo
 from zoo.rcg.data import ImageDataModule
@@ -232,3 +233,7 @@ def test_vqgan_trains_with_the_discriminator_from_its_start_step(image_folder):
         assert trainer.global_step == 2  # one optimizer: a batch is one step
     with pytest.raises(ValueError, match="adversarial_weight and adversarial_start must be >= 0"):
         VQGANModule(vqgan=TINY_VQGAN, adversarial_weight=-1.0)
+
+
+def test_training_order_is_seeded_per_epoch_and_resumes_mid_epoch(image_folder):
+    assert_training_order_resumes(lambda: data_for(image_folder, "mage", batch_size=2))

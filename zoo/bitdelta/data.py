@@ -15,6 +15,8 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from zoo.training import MidEpochResume, resumable_loader
+
 __all__ = ["ByteTokenizer", "get_tokenizer", "load_tokens", "load_token_rows", "TokenRows", "TokenWindows", "TextDataModule"]
 
 
@@ -102,9 +104,10 @@ class TokenWindows(Dataset):
         return {"input_ids": window, "attention_mask": torch.ones_like(window)}
 
 
-class TextDataModule(L.LightningDataModule):
+class TextDataModule(MidEpochResume, L.LightningDataModule):
     """Token windows for training (``stride`` < ``max_length`` with ``shuffle``: random overlapping windows of a
-    text file, for pretraining) and non-overlapping windows for validation."""
+    text file, for pretraining) and non-overlapping windows for validation. With ``shuffle`` each epoch has its own
+    order, drawn from ``seed``; a run resumed from a mid-epoch checkpoint goes on with the batches it had left."""
     def __init__(
         self,
         train: str,
@@ -131,17 +134,17 @@ class TextDataModule(L.LightningDataModule):
                 rows = load_token_rows(path, hp.tokenizer, hp.max_length)
                 self.rows[split] = rows[: hp.num_samples] if split == "train" and hp.num_samples else rows
 
-    def _loader(self, dataset: Dataset, shuffle: bool) -> DataLoader:
-        generator = torch.Generator().manual_seed(self.hparams.seed)
-        return DataLoader(dataset, batch_size=self.hparams.batch_size, shuffle=shuffle,
-                          generator=generator, num_workers=self.hparams.num_workers)
-
     def train_dataloader(self) -> DataLoader:
         hp = self.hparams
         if hp.stride is not None and not hp.train.endswith(".safetensors"):
-            windows = TokenWindows(load_tokens(hp.train, hp.tokenizer), hp.max_length, hp.stride)
-            return self._loader(windows, hp.shuffle)
-        return self._loader(TokenRows(self.rows["train"]), hp.shuffle)
+            dataset = TokenWindows(load_tokens(hp.train, hp.tokenizer), hp.max_length, hp.stride)
+        else:
+            dataset = TokenRows(self.rows["train"])
+        return resumable_loader(dataset, hp.batch_size, shuffle=hp.shuffle, seed=hp.seed,
+                                resume_at=self.take_resume_at(), num_workers=hp.num_workers)
 
     def val_dataloader(self) -> DataLoader | list:
-        return self._loader(TokenRows(self.rows["val"]), False) if "val" in self.rows else []  # [] = no validation
+        if "val" not in self.rows:
+            return []  # no validation
+        return DataLoader(TokenRows(self.rows["val"]), batch_size=self.hparams.batch_size,
+                          num_workers=self.hparams.num_workers)

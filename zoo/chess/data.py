@@ -19,6 +19,7 @@ from torch.utils.data import DataLoader, Dataset
 from zoo.chess.bag import BagReader, decode_record
 from zoo.chess.model import check_policy
 from zoo.chess.tokenizer import action_index, to_bucket, tokenize
+from zoo.training import MidEpochResume, resumable_loader
 
 __all__ = ["ChessBagDataset", "ChessDataModule", "find_bag", "mirror_record", "record_to_sequence"]
 
@@ -87,13 +88,15 @@ def find_bag(root: str | Path, split: str, policy: str) -> str:
     raise FileNotFoundError(f"no {policy} data under {folder} (expected {single.name} or its shards); run `zoo chess make-data`")
 
 
-class ChessDataModule(L.LightningDataModule):
+class ChessDataModule(MidEpochResume, L.LightningDataModule):
     """Train/validation loaders over ChessBench-format bags.
 
     Either ``data_dir`` (a ChessBench/make-data root with ``train/`` and ``test/``) or explicit
     ``train_path`` / ``val_path`` (a ``.bag`` file or ``X@N.bag`` shards) must be given.
     ``mirror_augment`` mirrors each training sample with probability 1/2 (``mirror_record``; not in the
     official trainer): twice the positions for a small dataset. Validation samples are never mirrored.
+    Training records come in a new order each epoch, drawn from ``seed``; a run resumed from a mid-epoch checkpoint
+    goes on with the batches it had left.
     """
 
     def __init__(
@@ -108,6 +111,7 @@ class ChessDataModule(L.LightningDataModule):
         max_train_records: int | None = None,
         max_val_records: int | None = None,
         mirror_augment: bool = False,
+        seed: int = 0,
     ):
         super().__init__()
         if data_dir is None and train_path is None:
@@ -147,8 +151,9 @@ class ChessDataModule(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         h = self.hparams
-        return DataLoader(self.train_set, batch_size=h.batch_size, shuffle=True, num_workers=h.num_workers,
-                          drop_last=len(self.train_set) >= h.batch_size, persistent_workers=h.num_workers > 0)
+        return resumable_loader(self.train_set, h.batch_size, shuffle=True, seed=h.seed,
+                                drop_last=len(self.train_set) >= h.batch_size, resume_at=self.take_resume_at(),
+                                num_workers=h.num_workers, persistent_workers=h.num_workers > 0)
 
     def val_dataloader(self):
         if self.val_set is None:

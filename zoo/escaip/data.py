@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,9 @@ from typing import Any
 import lightning as L
 import numpy as np
 import torch
-from torch.utils.data import BatchSampler, DataLoader, Dataset, SequentialSampler
+from torch.utils.data import DataLoader, Dataset
+
+from zoo.training import EpochSampler, MidEpochResume, ResumableBatchSampler
 
 __all__ = [
     "atoms_to_sample",
@@ -127,63 +128,35 @@ class AtomsDataset(Dataset):
 
 
 # ----------------------------------------------------------------------------- batching
-class EpochSampler(SequentialSampler):
-    """Every index in order, and the epoch: Lightning sets it here each epoch, and the batch sampler shuffles by it."""
-
-    def __init__(self, data_source):
-        super().__init__(data_source)
-        self.epoch = 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-
-class AtomCountBatchSampler(BatchSampler):
-    """Batches holding at most ``max_atoms`` atoms each (a larger structure gets a batch of its own).
+class AtomCountBatchSampler(ResumableBatchSampler):
+    """Batches holding at most ``max_atoms`` atoms each (a larger structure gets a batch of its own), in a
+    seeded order per epoch; DDP dealing and resuming mid-epoch as :class:`~zoo.training.ResumableBatchSampler`.
 
     Every epoch packs a new order into as many batches as epoch 0 did: Lightning reads ``len()`` once and
     validates when an epoch's batch count reaches it, so an epoch one batch short would skip its validation.
-
-    When Lightning injects a ``DistributedSampler`` (DDP), its ``num_replicas`` and ``rank`` are used to
-    deal out whole batches of one global packing, padded to a multiple of the world size, so every rank sees
-    the same number of batches.
-
-    ``resume_at=(epoch, n)`` makes the next pass over that epoch start after its first ``n`` batches: a run
-    resumed from a mid-epoch checkpoint goes on with the batches it had not trained on.
     """
 
     def __init__(self, sampler, atom_counts: Sequence[int], max_atoms: int, shuffle: bool = True, seed: int = 0,
                  drop_last: bool = False, resume_at: tuple[int, int] | None = None):
         if max_atoms < 1:
             raise ValueError(f"max_atoms must be positive, got {max_atoms}")
-        super().__init__(sampler, batch_size=1, drop_last=drop_last)
+        super().__init__(sampler, len(atom_counts), drop_last=drop_last, shuffle=shuffle, seed=seed,
+                         resume_at=resume_at)
         self.atom_counts = list(atom_counts)
         self.max_atoms = max_atoms
-        self.shuffle = shuffle
-        self.seed = seed
-        self._epoch = 0
-        self.resume_at = resume_at
         self._count = len(self._pack(0))  # batches in every epoch, before DDP's dealing
 
-    # Lightning calls `set_epoch` on the inner sampler (a DistributedSampler under DDP), not on a batch sampler
     @property
-    def epoch(self) -> int:
-        return getattr(self.sampler, "epoch", self._epoch)
+    def num_batches(self) -> int:
+        return self._count
 
-    def set_epoch(self, epoch: int) -> None:
-        self._epoch = epoch
-        if hasattr(self.sampler, "set_epoch"):
-            self.sampler.set_epoch(epoch)
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        return self._to_count(self._pack(epoch))
 
     def _pack(self, epoch: int) -> list[list[int]]:
         """The structures in this epoch's order, each batch filled until the next one would not fit."""
-        n = len(self.atom_counts)
-        if self.shuffle:
-            order = torch.randperm(n, generator=torch.Generator().manual_seed(self.seed + epoch)).tolist()
-        else:
-            order = list(range(n))
         batches, current, size = [], [], 0
-        for i in order:
+        for i in self.order(epoch):
             if current and size + self.atom_counts[i] > self.max_atoms:
                 batches.append(current)
                 current, size = [], 0
@@ -227,30 +200,6 @@ class AtomCountBatchSampler(BatchSampler):
             room[k] -= self.atom_counts[i]
         return rest
 
-    def _batches(self) -> list[list[int]]:
-        batches = self._to_count(self._pack(self.epoch))
-        world = getattr(self.sampler, "num_replicas", 1)
-        rank = getattr(self.sampler, "rank", 0)
-        if world > 1:
-            if self.drop_last:
-                batches = batches[: len(batches) - len(batches) % world]
-            else:
-                batches += batches[: (-len(batches)) % world]
-            batches = batches[rank::world]
-        return batches
-
-    def __iter__(self):
-        # a generator: the body runs at the first batch, after Lightning has set the epoch and loaded a checkpoint
-        batches = self._batches()
-        if self.resume_at is not None and self.resume_at[0] == self.epoch:
-            batches = batches[self.resume_at[1]:]
-        self.resume_at = None
-        yield from batches
-
-    def __len__(self) -> int:
-        world = getattr(self.sampler, "num_replicas", 1)
-        return self._count // world if self.drop_last else -(-self._count // world)
-
 
 # ----------------------------------------------------------------------------- normalisation
 def fit_target_scaling(samples: Sequence[Sample], max_num_elements: int) -> dict[str, Any]:
@@ -291,11 +240,11 @@ def fit_target_scaling(samples: Sequence[Sample], max_num_elements: int) -> dict
 
 
 # ----------------------------------------------------------------------------- datamodule
-class EScAIPDataModule(L.LightningDataModule):
+class EScAIPDataModule(MidEpochResume, L.LightningDataModule):
     """Structures from extxyz files / ASE databases, batched by atom count.
 
     ``train`` and ``val`` are paths (or lists of paths). Without ``val``, a seeded ``val_fraction`` of the
-    training structures is held out.
+    training structures is held out. A run resumed from a mid-epoch checkpoint goes on with the batches it had left.
     """
 
     def __init__(
@@ -312,7 +261,6 @@ class EScAIPDataModule(L.LightningDataModule):
         self.save_hyperparameters()
         self.train_set: AtomsDataset | None = None
         self.val_set: AtomsDataset | None = None
-        self._resume_at: tuple[int, int] | None = None
 
     def check_data(self) -> None:
         """Raise the error ``setup`` would for a missing path, before training starts (``zoo train`` calls it)."""
@@ -340,36 +288,11 @@ class EScAIPDataModule(L.LightningDataModule):
         if not len(self.train_set):
             raise ValueError("no training structures left after the validation split; lower val_fraction")
 
-    # ------------------------------------------------------------------ resuming mid-epoch
-    # Lightning restarts a plain DataLoader's epoch from its first batch, and never loads the state of a stateful
-    # one when `configure_optimizers` asks for `estimated_stepping_batches` (Lightning issue #20550), as EScAIP's
-    # does. The datamodule's own state is saved and loaded in every checkpoint: it carries the position instead.
-    def state_dict(self) -> dict[str, Any]:
-        trainer = self.trainer
-        if trainer is None or trainer.state.fn != "fit":
-            return {}
-        return {"epoch": trainer.current_epoch,
-                "batches_done": trainer.fit_loop.epoch_loop.batch_progress.current.processed}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        if "batches_done" not in state_dict:
-            return
-        from lightning.pytorch.utilities import rank_zero_info
-        from lightning.pytorch.utilities.warnings import PossibleUserWarning
-
-        self._resume_at = (int(state_dict["epoch"]), int(state_dict["batches_done"]))
-        rank_zero_info(f"Resuming epoch {self._resume_at[0]} after its first {self._resume_at[1]} batches")
-        # handled here, so Lightning's warning that the dataloader cannot resume mid-epoch does not apply
-        warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch",
-                                category=PossibleUserWarning)
-
     def _loader(self, dataset: AtomsDataset, shuffle: bool) -> DataLoader:
         sampler = AtomCountBatchSampler(
             EpochSampler(dataset), dataset.atom_counts, self.hparams.max_atoms_per_batch,
-            shuffle=shuffle, seed=self.hparams.seed, resume_at=self._resume_at if shuffle else None,
-        )  # resume_at as an argument: Lightning rebuilds the batch sampler from its arguments under DDP
-        if shuffle:
-            self._resume_at = None
+            shuffle=shuffle, seed=self.hparams.seed, resume_at=self.take_resume_at() if shuffle else None,
+        )
         return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate_atoms,
                           num_workers=self.hparams.num_workers, persistent_workers=self.hparams.num_workers > 0)
 

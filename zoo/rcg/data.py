@@ -16,6 +16,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from zoo.rcg.model import IMAGENET_MEAN, IMAGENET_STD
+from zoo.training import MidEpochResume, resumable_loader
 
 __all__ = ["ImageDataModule", "FashionMNIST", "stage_transform", "STAGES"]
 
@@ -107,12 +108,13 @@ def stage_transform(stage: str, image_size: int, *, small_images: bool = False):
     raise ValueError(f"unknown stage {stage!r}; one of {STAGES}")
 
 
-class ImageDataModule(L.LightningDataModule):
+class ImageDataModule(MidEpochResume, L.LightningDataModule):
     """Images for one RCG stage.
 
     ``dataset``: ``"imagefolder"`` (``root``/train/<class>/*.JPEG, optional ``root``/val) or ``"fashion-mnist"``
     (``root`` holds the idx files). Batches are ``(images, labels)``; for ``stage="mocov3"`` images is a pair of
-    views.
+    views. Training images come in a new order each epoch, drawn from ``seed``; a run resumed from a mid-epoch
+    checkpoint goes on with the batches it had left.
     """
 
     def __init__(self, root: str, stage: str = "mage", dataset: str = "imagefolder", image_size: int = 256,
@@ -146,13 +148,17 @@ class ImageDataModule(L.LightningDataModule):
         self.train_set = self._dataset("train")
         self.val_set = self._dataset("val" if self.hparams.dataset == "imagefolder" else "test") if self.hparams.val else None
 
-    def _loader(self, ds, shuffle: bool) -> DataLoader:
+    def _loader_options(self) -> dict:
         h = self.hparams
-        return DataLoader(ds, batch_size=h.batch_size, shuffle=shuffle, num_workers=h.num_workers, drop_last=shuffle,
-                          pin_memory=torch.cuda.is_available(), persistent_workers=h.num_workers > 0)
+        return {"num_workers": h.num_workers, "pin_memory": torch.cuda.is_available(),
+                "persistent_workers": h.num_workers > 0}
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader(self.train_set, shuffle=True)
+        h = self.hparams
+        return resumable_loader(self.train_set, h.batch_size, shuffle=True, seed=h.seed, drop_last=True,
+                                resume_at=self.take_resume_at(), **self._loader_options())
 
     def val_dataloader(self):
-        return self._loader(self.val_set, shuffle=False) if self.val_set is not None else []
+        if self.val_set is None:
+            return []
+        return DataLoader(self.val_set, batch_size=self.hparams.batch_size, **self._loader_options())
