@@ -146,9 +146,9 @@ class ResumableBatchSampler(BatchSampler):
     its ``num_replicas`` and ``rank`` deal out whole batches of one global batching, padded to a multiple of the
     world size, so every rank sees as many.
 
-    ``resume_at=(epoch, n)`` makes the next pass over that epoch start after its first ``n`` batches: a run resumed
-    from a mid-epoch checkpoint goes on with the batches it had not trained on. (An argument: Lightning rebuilds
-    the batch sampler from its arguments under DDP.)
+    ``resume_at=(epoch, n)`` makes the next pass go on with that epoch's order after its first ``n`` batches: a run
+    resumed from a mid-epoch checkpoint trains on the batches it had not trained on. (An argument: Lightning
+    rebuilds the batch sampler from its arguments under DDP.)
 
     Subclasses that batch otherwise override :meth:`epoch_batches` and :attr:`num_batches`.
     """
@@ -183,8 +183,8 @@ class ResumableBatchSampler(BatchSampler):
         order = self.order(epoch)
         return [order[i:i + self.batch_size] for i in range(0, self.num_batches * self.batch_size, self.batch_size)]
 
-    def _rank_batches(self) -> list[list[int]]:
-        batches = self.epoch_batches(self.epoch)
+    def _rank_batches(self, epoch: int) -> list[list[int]]:
+        batches = self.epoch_batches(epoch)
         world, rank = getattr(self.sampler, "num_replicas", 1), getattr(self.sampler, "rank", 0)
         if world > 1:
             if self.drop_last:
@@ -196,11 +196,14 @@ class ResumableBatchSampler(BatchSampler):
 
     def __iter__(self) -> Iterator[list[int]]:
         # a generator: the body runs at the first batch, after Lightning has set the epoch and loaded a checkpoint
-        batches = self._rank_batches()
-        if self.resume_at is not None and self.resume_at[0] == self.epoch:
-            batches = batches[self.resume_at[1]:]
+        if self.resume_at is None:
+            yield from self._rank_batches(self.epoch)
+            return
+        # Whatever epoch Lightning resumes as: after a run that max_steps stopped mid-epoch it counts that epoch as
+        # ended, yet goes on from its batch n, so this pass finishes the interrupted epoch in that epoch's order.
+        epoch, done = self.resume_at
         self.resume_at = None
-        yield from batches
+        yield from self._rank_batches(epoch)[done:]
 
     def __len__(self) -> int:
         world = getattr(self.sampler, "num_replicas", 1)
@@ -222,12 +225,15 @@ class MidEpochResume:
         trainer = getattr(self, "trainer", None)
         if trainer is None or trainer.state.fn != "fit":
             return {}
-        return {"epoch": trainer.current_epoch,
-                "batches_done": trainer.fit_loop.epoch_loop.batch_progress.current.processed}
+        batches = trainer.fit_loop.epoch_loop.batch_progress
+        # the epoch whose order the batches came from: the last one started (`current_epoch` counts an epoch that
+        # max_steps stopped as ended)
+        return {"epoch": max(trainer.fit_loop.epoch_progress.current.started - 1, 0),
+                "batches_done": batches.current.processed, "epoch_done": batches.is_last_batch}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        if "batches_done" not in state_dict:
-            return
+        if not state_dict.get("batches_done") or state_dict.get("epoch_done"):
+            return  # saved at an epoch's start or end: the next epoch starts whole
         from lightning.pytorch.utilities import rank_zero_info
         from lightning.pytorch.utilities.warnings import PossibleUserWarning
 

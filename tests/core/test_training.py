@@ -179,8 +179,9 @@ def test_resumable_batches_shuffle_by_epoch_deal_ranks_and_resume(drop_last):
     # resumed at batch 2 of epoch 1: that pass only goes on from there, the next one is whole
     resumed = ResumableBatchSampler(sampler, 10, 3, drop_last, seed=4, resume_at=(1, 2))
     assert list(resumed) == epoch1[2:] and list(resumed) == epoch1
-    # a resume position of another epoch is not used
-    assert list(ResumableBatchSampler(sampler, 10, 3, drop_last, seed=4, resume_at=(0, 2))) == epoch1
+    # resuming as epoch 1 (as Lightning does after max_steps stopped epoch 0), the pass finishes epoch 0
+    resumed = ResumableBatchSampler(sampler, 10, 3, drop_last, seed=4, resume_at=(0, 2))
+    assert list(resumed) == epoch0[2:] and list(resumed) == epoch1
     # DDP: two ranks deal out whole batches of the one global batching, as many each as len() says
     ranks = [ResumableBatchSampler(_Shard(r, epoch=1), 10, 3, drop_last, seed=4) for r in (0, 1)]
     dealt = [list(r) for r in ranks]
@@ -210,13 +211,15 @@ def test_a_run_killed_mid_epoch_resumes_with_the_batches_it_had_left(tmp_path):
                 raise Killed  # as a killed job: nothing more is saved
             self.seen.append(batch[0][:, 0].tolist())
 
-    def run(seen: list, kill_at=None, ckpt_path=None):
+    def run(seen: list, steps=20, kill_at=None, ckpt_path=None, final=None):
         torch.manual_seed(0)
         model = ToyRegressor()
         last = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_last=True, every_n_train_steps=3)
         trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
-                            max_steps=20, callbacks=[Record(seen, kill_at), last])
+                            max_steps=steps, callbacks=[Record(seen, kill_at), last])
         trainer.fit(model, datamodule=ResumableToyData(n=64, batch_size=8), ckpt_path=ckpt_path)  # 8 batches an epoch
+        if final:
+            trainer.save_checkpoint(final)  # as `zoo train` writes last.ckpt when fit ends
         return model.state_dict()
 
     straight, first, rest = [], [], []
@@ -229,3 +232,11 @@ def test_a_run_killed_mid_epoch_resumes_with_the_batches_it_had_left(tmp_path):
     assert first[:12] + rest == straight
     for name, value in weights.items():
         torch.testing.assert_close(resumed[name], value, msg=name)
+
+    # A run that max_steps ended at step 5, given more steps: Lightning counts epoch 0 as ended yet goes on from its
+    # batch 5, so the resumed run first trains on epoch 0's last 3 batches, then on whole epochs.
+    stopped, extended = [], []
+    run(stopped, steps=5, final=tmp_path / "final.ckpt")
+    run(extended, steps=5 + 3 + 8, ckpt_path=tmp_path / "final.ckpt")
+    assert stopped + extended[:3] == straight[:8]
+    assert sorted(x for batch in extended[3:] for x in batch) == sorted(x for batch in straight[:8] for x in batch)
