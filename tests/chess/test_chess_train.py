@@ -8,6 +8,7 @@ from chess_testdata import FIXTURES, TINY, official_io
 from training_checks import assert_training_order_resumes
 
 import zoo
+from zoo.cli import main
 from zoo.chess.bag import BagReader, decode_record
 from zoo.chess.data import ChessBagDataset, ChessDataModule, find_bag, mirror_record, record_to_sequence
 from zoo.chess.module import BOARD_CHARACTERS, ChessTransformerModule, move_lookup_channels, square_factored_action_embeddings
@@ -220,3 +221,13 @@ def test_mate_scores_convert_to_zoo_convention():
 
 def test_training_order_is_seeded_per_epoch_and_resumes_mid_epoch(generated_data):
     assert_training_order_resumes(lambda: ChessDataModule(str(generated_data), policy="action_value", batch_size=4))
+
+
+def test_make_data_warns_of_an_empty_split_and_training_says_how_to_fill_it(tmp_path, capsys):
+    out = tmp_path / "data"
+    assert main(["chess", "make-data", str(out), "--games", "1", "--depth", "1", "--selfplay-depth", "1",
+                 "--max-plies", "4", "--max-book-plies", "0", "--test-fraction", "0", "--workers", "1"]) == 0
+    assert "warning: no game went to the test split (1 games, --test-fraction 0.0)" in capsys.readouterr().err
+    data = ChessDataModule(str(out), policy="action_value")
+    with pytest.raises(ValueError, match=r"test/action_value_data.bag holds no records: .*--games N"):
+        data.setup("fit")

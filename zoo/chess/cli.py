@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from zoo._cli import add_dataclass_arguments, add_model_argument, from_args, load_model, print_json
 
 __all__ = ["register_cli"]
@@ -24,7 +26,13 @@ def cmd_make_data(args) -> None:
     from zoo.chess.make_data import DataConfig, default_book, make_data
 
     cfg = from_args(DataConfig, args, book=None if args.book == "none" else (args.book or default_book()))
-    print_json(make_data(args.out, cfg, workers=args.workers)["counts"])
+    counts = make_data(args.out, cfg, workers=args.workers)["counts"]
+    print_json(counts)
+    for split, count in counts.items():
+        if not count["positions"]:
+            print(f"warning: no game went to the {split} split ({cfg.num_games} games, --test-fraction "
+                  f"{cfg.test_fraction}), and training needs both: rerun with more --games (the games made are kept)",
+                  file=sys.stderr)
 
 
 def cmd_eval(args) -> None:

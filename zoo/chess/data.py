@@ -62,7 +62,8 @@ class ChessBagDataset(Dataset):
         self.mirror = mirror
         self.length = len(self.reader) if max_records is None else min(max_records, len(self.reader))
         if self.length == 0:
-            raise ValueError(f"{path} holds no records")
+            raise ValueError(f"{path} holds no records: make the data with more games (`zoo chess make-data "
+                             "--games N`; each game goes to the test split with chance --test-fraction)")
 
     def __len__(self) -> int:
         return self.length
