@@ -158,6 +158,7 @@ class ResumableBatchSampler(BatchSampler):
         super().__init__(sampler, batch_size=batch_size, drop_last=drop_last)
         self.size, self.shuffle, self.seed, self.resume_at = size, shuffle, seed, resume_at
         self._epoch = 0
+        self.pass_epoch: int | None = None  # the epoch whose order the current pass follows
 
     @property
     def epoch(self) -> int:
@@ -197,12 +198,12 @@ class ResumableBatchSampler(BatchSampler):
     def __iter__(self) -> Iterator[list[int]]:
         # a generator: the body runs at the first batch, after Lightning has set the epoch and loaded a checkpoint
         if self.resume_at is None:
-            yield from self._rank_batches(self.epoch)
-            return
-        # Whatever epoch Lightning resumes as: after a run that max_steps stopped mid-epoch it counts that epoch as
-        # ended, yet goes on from its batch n, so this pass finishes the interrupted epoch in that epoch's order.
-        epoch, done = self.resume_at
-        self.resume_at = None
+            epoch, done = self.epoch, 0
+        else:
+            # whatever epoch Lightning resumes as: after a run that max_steps stopped mid-epoch it counts that epoch
+            # as ended, yet goes on from its batch n, so this pass finishes the interrupted epoch in its own order
+            (epoch, done), self.resume_at = self.resume_at, None
+        self.pass_epoch = epoch
         yield from self._rank_batches(epoch)[done:]
 
     def __len__(self) -> int:
@@ -225,11 +226,13 @@ class MidEpochResume:
         trainer = getattr(self, "trainer", None)
         if trainer is None or trainer.state.fn != "fit":
             return {}
+        # the epoch whose order the batches come from, as the pass knows it: Lightning's `current_epoch` is one
+        # ahead after max_steps stopped an epoch, and stays so when that run is resumed
+        epoch = getattr(getattr(trainer.train_dataloader, "batch_sampler", None), "pass_epoch", None)
+        if epoch is None:
+            return {}
         batches = trainer.fit_loop.epoch_loop.batch_progress
-        # the epoch whose order the batches came from: the last one started (`current_epoch` counts an epoch that
-        # max_steps stopped as ended)
-        return {"epoch": max(trainer.fit_loop.epoch_progress.current.started - 1, 0),
-                "batches_done": batches.current.processed, "epoch_done": batches.is_last_batch}
+        return {"epoch": epoch, "batches_done": batches.current.processed, "epoch_done": batches.is_last_batch}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         if not state_dict.get("batches_done") or state_dict.get("epoch_done"):

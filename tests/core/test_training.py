@@ -233,10 +233,11 @@ def test_a_run_killed_mid_epoch_resumes_with_the_batches_it_had_left(tmp_path):
     for name, value in weights.items():
         torch.testing.assert_close(resumed[name], value, msg=name)
 
-    # A run that max_steps ended at step 5, given more steps: Lightning counts epoch 0 as ended yet goes on from its
-    # batch 5, so the resumed run first trains on epoch 0's last 3 batches, then on whole epochs.
-    stopped, extended = [], []
+    # A run that max_steps ended at step 5, given more steps twice: Lightning counts epoch 0 as ended yet goes on
+    # from its batch 5, so the resumed runs first finish epoch 0's batches, then train on whole epochs.
+    stopped, extended, again = [], [], []
     run(stopped, steps=5, final=tmp_path / "final.ckpt")
-    run(extended, steps=5 + 3 + 8, ckpt_path=tmp_path / "final.ckpt")
-    assert stopped + extended[:3] == straight[:8]
-    assert sorted(x for batch in extended[3:] for x in batch) == sorted(x for batch in straight[:8] for x in batch)
+    run(extended, steps=6, ckpt_path=tmp_path / "final.ckpt", final=tmp_path / "final.ckpt")
+    run(again, steps=6 + 2 + 8, ckpt_path=tmp_path / "final.ckpt")
+    assert stopped + extended + again[:2] == straight[:8]
+    assert sorted(x for batch in again[2:] for x in batch) == sorted(x for batch in straight[:8] for x in batch)
