@@ -317,8 +317,11 @@ class ZooModule(L.LightningModule):
         self.train()
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        from zoo.training import resume_where_fit_stopped
+
         # lets `zoo publish run.ckpt` rebuild the right class without unpickling anything
         checkpoint["zoo_model_type"] = self.model_type
+        resume_where_fit_stopped(checkpoint)
 
     # ------------------------------------------------------------ publishing
     def publish(

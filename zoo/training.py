@@ -15,7 +15,7 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler, Sequent
 from zoo._lightning import L  # Lightning without the optional packages torchmetrics would import
 
 __all__ = ["EMA", "EMAWeights", "EMA_CHECKPOINT_KEY", "weight_decay_groups", "attached_trainer", "EpochSampler",
-           "ResumableBatchSampler", "MidEpochResume", "resumable_loader"]
+           "ResumableBatchSampler", "MidEpochResume", "resumable_loader", "resume_where_fit_stopped"]
 
 # where a checkpoint keeps what resuming needs beside the averaged weights: {"raw": {name: tensor}, "num_updates": n}
 EMA_CHECKPOINT_KEY = "zoo_ema"
@@ -200,8 +200,8 @@ class ResumableBatchSampler(BatchSampler):
         if self.resume_at is None:
             epoch, done = self.epoch, 0
         else:
-            # whatever epoch Lightning resumes as: after a run that max_steps stopped mid-epoch it counts that epoch
-            # as ended, yet goes on from its batch n, so this pass finishes the interrupted epoch in its own order
+            # whatever epoch Lightning resumes as (see `resume_where_fit_stopped`), this pass finishes the
+            # interrupted epoch in its own order
             (epoch, done), self.resume_at = self.resume_at, None
         self.pass_epoch = epoch
         yield from self._rank_batches(epoch)[done:]
@@ -226,8 +226,8 @@ class MidEpochResume:
         trainer = getattr(self, "trainer", None)
         if trainer is None or trainer.state.fn != "fit":
             return {}
-        # the epoch whose order the batches come from, as the pass knows it: Lightning's `current_epoch` is one
-        # ahead after max_steps stopped an epoch, and stays so when that run is resumed
+        # the epoch whose order the batches come from, as the pass knows it: Lightning's `current_epoch` runs one
+        # ahead after max_steps stopped an epoch (unless the module saves through `resume_where_fit_stopped`)
         epoch = getattr(getattr(trainer.train_dataloader, "batch_sampler", None), "pass_epoch", None)
         if epoch is None:
             return {}
@@ -250,6 +250,30 @@ class MidEpochResume:
         """The position a loaded checkpoint left, once: the next training loader starts there."""
         resume_at, self._resume_at = self._resume_at, None
         return resume_at
+
+
+def resume_where_fit_stopped(checkpoint: dict[str, Any]) -> None:
+    """Make a checkpoint saved after ``fit`` ended resume as the run would have gone on.
+
+    Lightning counts an epoch that ``max_steps`` stopped as ended, yet a resumed run goes on from its batch n in the
+    next epoch: the epoch counter runs one ahead for the rest of the run. After a run that ended with an epoch's
+    last batch it trains one stray batch first (Lightning issue #19617). So a stopped epoch is recorded as
+    unfinished, and an ended one as followed by no batch yet. (ZooModule's ``on_save_checkpoint`` calls this.)
+    """
+    loop = checkpoint.get("loops", {}).get("fit_loop", {})
+    epochs, batches = loop.get("epoch_progress"), loop.get("epoch_loop.batch_progress")
+    if not epochs or not batches or not batches["current"]["processed"]:
+        return
+    if epochs["current"]["completed"] != epochs["current"]["started"]:
+        return  # saved inside an epoch, or at its end before Lightning closed it: it resumes right
+    if batches["is_last_batch"]:
+        batches["current"] = dict.fromkeys(batches["current"], 0)
+        batches["is_last_batch"] = False
+    else:
+        for progress in (epochs["total"], epochs["current"]):
+            progress["processed"] -= 1
+            progress["completed"] -= 1
+        checkpoint["epoch"] -= 1
 
 
 def resumable_loader(dataset: Dataset, batch_size: int, *, shuffle: bool, seed: int = 0, drop_last: bool = False,
