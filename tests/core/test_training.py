@@ -196,7 +196,7 @@ class ResumableToyData(MidEpochResume, ToyData):
                                 resume_at=self.take_resume_at())
 
 
-def test_a_run_killed_mid_epoch_resumes_with_the_batches_it_had_left(tmp_path):
+def test_a_run_killed_mid_epoch_or_extended_goes_on_as_if_it_never_stopped(tmp_path):
     from lightning.pytorch.callbacks import ModelCheckpoint
 
     class Killed(Exception):
