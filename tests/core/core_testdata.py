@@ -68,3 +68,23 @@ def load_in_processes(entries: list[ModelEntry]) -> list[float]:
     outs = [p.communicate(timeout=600) for p in procs]
     assert [p.returncode for p in procs] == [0] * len(procs), outs
     return [float(out) for out, _ in outs]
+
+
+def installed_wheel(folder: Path) -> Path:
+    """The checkout built as a wheel and installed, alone, into a new venv under ``folder``: its ``bin/`` (python,
+    zoo). torch, Lightning and the rest come from this interpreter's site-packages through a plain path entry, whose
+    .pth files (e.g. the editable zoo's finder) are not run, so that only the wheel provides zoo."""
+    import sysconfig
+
+    dist, venv = folder / "dist", folder / "venv"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", str(TESTS.parent),
+                    "-w", str(dist)], check=True, capture_output=True)
+    (wheel,) = dist.glob("lightning_zoo-*.whl")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True,
+                   capture_output=True)
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    (site / "outer_site_packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return venv / "bin"

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import sysconfig
 import textwrap
 import zipfile
 from dataclasses import replace
@@ -17,6 +16,7 @@ import pytest
 import torch
 
 import zoo
+from core_testdata import installed_wheel
 from zoo.cli import main
 from zoo.registry import FileSpec, get_entry, hub_org, register_model
 from zoo.release import release
@@ -105,35 +105,24 @@ INSTALLED = inspect.getsource(weights_digest) + textwrap.dedent("""
 
 
 def test_installed_wheel_loads_the_embedded_models_from_the_hub(hub, tmp_path):
-    dist, venv = tmp_path / "dist", tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", str(REPO),
-                    "-w", str(dist)], check=True, capture_output=True)
-    (wheel,) = dist.glob("lightning_zoo-*.whl")
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True,
-                   capture_output=True)
-    # torch, Lightning, ... from this interpreter's site-packages (a plain path entry: its .pth files, e.g. the
-    # editable zoo's finder, are not run), so that only the installed wheel provides zoo
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               check=True, capture_output=True, text=True).stdout.strip())
-    (site / "outer_site_packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    bin_dir = installed_wheel(tmp_path)
     for name in EMBEDDED:  # the zoo's Hub homes, as `zoo release` leaves them
         hub.seed(f"{hub_org()}/{name}", {p.name: p.read_bytes() for p in (HUB / name).iterdir()})
 
     env = {k: v for k, v in os.environ.items() if k not in ("ZOO_HUB", "PYTHONPATH")}
     work = tmp_path / "elsewhere"
     work.mkdir()
-    out = subprocess.run([str(python), "-c", INSTALLED, *EMBEDDED], cwd=work, env=env, capture_output=True, text=True)
+    out = subprocess.run([str(bin_dir / "python"), "-c", INSTALLED, *EMBEDDED], cwd=work, env=env, capture_output=True,
+                         text=True)
     assert out.returncode == 0, out.stderr[-3000:]
     digests = json.loads(out.stdout.strip().splitlines()[-1])
     for name in EMBEDDED:
         assert digests[name] == weights_digest(zoo.load(HUB / name)), name
 
-    cli = subprocess.run([str(venv / "bin" / "zoo"), "recipe", "chess/small_cpu"], cwd=work, env=env,
+    cli = subprocess.run([str(bin_dir / "zoo"), "recipe", "chess/small_cpu"], cwd=work, env=env,
                          capture_output=True, text=True)
     assert cli.returncode == 0 and "chess-small-av" in cli.stdout
-    listing = subprocess.run([str(venv / "bin" / "zoo"), "list", "escaip-*"], cwd=work, env=env, capture_output=True,
+    listing = subprocess.run([str(bin_dir / "zoo"), "list", "escaip-*"], cwd=work, env=env, capture_output=True,
                              text=True).stdout
     assert "escaip-tiny-emt" in listing and " hub " in listing and "embedded" not in listing
 
