@@ -7,6 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+
+import zoo
+from zoo.module import ZooModule
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,5 +47,9 @@ def test_command_line_quickstart(scratch):
     out = subprocess.run(["bash", "-c", script], cwd=folder, env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     assert (folder / "runs" / "escaip-tiny-emt" / "checkpoints" / "last.ckpt").is_file()
+    # what `zoo publish` made of the fine-tune's last.ckpt is the fine-tune, not the from-scratch run
+    tuned = ZooModule.from_checkpoint(folder / "runs" / "my-finetune" / "checkpoints" / "last.ckpt").state_dict()
+    published = zoo.load(folder / "my-model").state_dict()
+    assert tuned.keys() == published.keys() and all(torch.equal(tuned[k], published[k]) for k in tuned)
     assert "EScAIPModule (escaip), 95,776 parameters" in out.stdout
     assert (folder / "my-chess" / "config.json").is_file() and (folder / "my-model" / "README.md").is_file()
