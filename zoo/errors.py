@@ -9,7 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "ZooError", "HubError", "IntegrityError", "RepoChangedError", "OfflineError", "DownloadError", "ConfigError",
-    "DamagedFileError", "CardError", "InputError",
+    "DamagedFileError", "CardError", "InputError", "InstallError",
 ]
 
 
@@ -60,3 +60,7 @@ class CardError(ZooError, ValueError):
 
 class InputError(ZooError, ValueError):
     """A file given to a command as input cannot be used (not an image, the wrong size, ...)."""
+
+
+class InstallError(ZooError, RuntimeError):
+    """Installed packages that cannot work together (a torchvision built for another torch)."""
