@@ -53,3 +53,12 @@ def test_command_line_quickstart(scratch):
     assert tuned.keys() == published.keys() and all(torch.equal(tuned[k], published[k]) for k in tuned)
     assert "EScAIPModule (escaip), 95,776 parameters" in out.stdout
     assert (folder / "my-chess" / "config.json").is_file() and (folder / "my-model" / "README.md").is_file()
+
+
+def test_every_make_target_the_readme_names_is_a_target_its_setup_section_shows():
+    text = (REPO / "README.md").read_text()
+    named = set(re.findall(r"`make ([\w-]+)", text))
+    setup = text.split("## Set up a checkout\n", 1)[1].split("\n## ", 1)[0]
+    shown = set(re.findall(r"^make ([\w-]+)", setup, flags=re.M))
+    targets = set(re.findall(r"^([\w-]+):", (REPO / "Makefile").read_text(), flags=re.M))
+    assert named and named <= shown <= targets
