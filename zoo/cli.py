@@ -129,12 +129,11 @@ def cmd_publish(args) -> None:
 
 def cmd_train(args) -> None:
     """``zoo train``, and ``zoo finetune`` (which names the model to start from)."""
-    from zoo.train import run_recipe
+    from zoo.train import final_checkpoints, run_recipe
 
     cli = run_recipe(args.recipe, args.overrides, init_from=getattr(args, "name", None), ckpt_path=args.ckpt_path)
-    for callback in cli.trainer.checkpoint_callbacks:
-        if callback.dirpath:
-            print(f"checkpoints in {callback.dirpath} (last.ckpt: the final state; `zoo publish` turns one into a repo)")
+    for path in final_checkpoints(cli.trainer):
+        print(f"final state: {path} (`zoo publish {path} FOLDER` makes a repo of it)")
 
 
 def cmd_recipe(args) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "ZooError", "HubError", "IntegrityError", "RepoChangedError", "OfflineError", "DownloadError", "ConfigError",
-    "DamagedFileError", "CardError", "InputError", "StorageError", "DiskFullError", "ReadOnlyError",
+    "DamagedFileError", "CardError", "InputError", "StorageError", "DiskFullError", "ReadOnlyError", "InstallError",
 ]
 
 
@@ -84,3 +84,7 @@ class DiskFullError(StorageError):
 
 class ReadOnlyError(StorageError):
     """A place the zoo had to write to is read-only or not writable (a container, a shared install)."""
+
+
+class InstallError(ZooError, RuntimeError):
+    """Installed packages that cannot work together (a torchvision built for another torch)."""

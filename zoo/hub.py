@@ -118,10 +118,16 @@ def where(entry: ModelEntry) -> str:
 
 def _offline_error(entry: ModelEntry, reason: str) -> OfflineError:
     if entry.released:
+        from huggingface_hub import constants
+
         origin = f"the Hugging Face repo {entry.hub_repo}@{entry.revision or 'main'}"
-        fixes = (f"run `zoo download {entry.name}` on a machine with network and copy its HF cache here (or set "
-                 f"ZOO_HF_CACHE to the copied folder); or put the repo folder at {embedded_hub_dir() / entry.name} "
-                 f"(ZOO_HUB names the mirror folder); or set ZOO_HF_ENDPOINT to a Hub mirror")
+        # an installed zoo has no hub/ of a checkout to put a repo into: then the way is a mirror folder of one's own
+        mirror = (f"put the repo folder at {embedded_hub_dir() / entry.name}"
+                  if os.environ.get("ZOO_HUB") or embedded_hub_dir().is_dir()
+                  else f"set ZOO_HUB to a mirror folder holding the repo as {entry.name}/")
+        fixes = (f"run `zoo download {entry.name}` on a machine with network and copy its HF cache to "
+                 f"{hf_cache_dir() or constants.HF_HUB_CACHE} (or set ZOO_HF_CACHE to the copied folder); or "
+                 f"{mirror}; or set ZOO_HF_ENDPOINT to a Hub mirror")
     else:
         origin = "the official upstream files"
         fixes = (f"run `zoo download {entry.name}` with network, or place the official files in "
@@ -402,6 +408,28 @@ def _check_hub_space(entry: ModelEntry, revision: str) -> None:
     check_space(_hf_cache_root(), sum(spec.size or 0 for spec in missing), f"downloading {entry.name}")
 
 
+def _unreachable_hub() -> str | None:
+    """Why the Hub cannot be reached now, from one connection attempt; None when it can, or when a proxy is set (it
+    may reach what this machine cannot). With no network huggingface_hub retries each file for about 25 s (pauses
+    of 1, 2, 4, 8 and 8 s) before giving up."""
+    import socket
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    from huggingface_hub import constants
+
+    if urllib.request.getproxies():
+        return None
+    endpoint = hf_endpoint() or constants.ENDPOINT
+    url = urlsplit(endpoint)
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)),
+                                 timeout=constants.HF_HUB_ETAG_TIMEOUT).close()
+    except OSError as err:
+        return f"cannot reach the Hub at {endpoint}: {err.strerror or err}"
+    return None
+
+
 def _fetch_hub(entry: ModelEntry) -> Path:
     """A released entry from its Hub home: no network call when every pinned file is cached and intact."""
     revision = entry.revision or "main"
@@ -411,6 +439,8 @@ def _fetch_hub(entry: ModelEntry) -> Path:
         pass
     if is_offline():
         raise _offline_error(entry, "HF_HUB_OFFLINE is set")
+    if (unreachable := _unreachable_hub()) is not None:
+        raise _offline_error(entry, unreachable)
     _check_hub_space(entry, revision)
     try:
         return _hub_snapshot(entry, revision, local_only=False)
