@@ -3,6 +3,7 @@ base (what `zoo finetune` publishes), and one clear line for a fine-tune of anot
 gone."""
 
 import shutil
+import warnings
 
 import pytest
 import torch
@@ -44,6 +45,21 @@ def test_a_float32_finetune_of_a_bfloat16_base(float32_finetune, tmp_path, capsy
     loaded = zoo.load(tmp_path / "d")
     assert {p.dtype for p in loaded.parameters() if p.is_floating_point()} == {torch.bfloat16, torch.float32}  # α fp32
     assert loaded.generate("To be", 8) and not loaded.training
+
+
+def test_distill_a_float32_finetune_quietly(float32_finetune, tmp_path, capsys):
+    text = tmp_path / "text.txt"
+    text.write_text("It is a truth universally acknowledged, that a single man in possession of a good fortune. " * 8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["bitdelta", "distill", "--base", BASE, "--finetune", str(float32_finetune), "--out",
+                     str(tmp_path / "d"), "--data", str(text), "--steps", "2", "--batch-size", "2", "--max-length", "32",
+                     "--accelerator", "cpu"]) == 0
+    captured = capsys.readouterr()
+    assert "note: the fine-tune is float32, its base bfloat16" in captured.out
+    assert "/-2" not in captured.out + captured.err and "Epoch 0" in captured.out + captured.err  # no "Epoch 4/-2"
+    assert not [w for w in caught if "in eval mode" in str(w.message)]  # the student runs as the teacher: by design
+    assert BitDelta.load(tmp_path / "d").base_dtype == "bfloat16"
 
 
 def test_a_finetune_of_another_model_is_one_line(tmp_path, capsys):

@@ -75,6 +75,7 @@ def cmd_compress(args) -> None:
 
 def cmd_distill(args) -> None:
     import lightning as L
+    from lightning.pytorch.callbacks import TQDMProgressBar
 
     from zoo.bitdelta.data import TextDataModule
     from zoo.bitdelta.module import ScaleDistillation
@@ -84,8 +85,9 @@ def cmd_distill(args) -> None:
                                num_steps=args.steps, out_dir=args.out)
     data = TextDataModule(train=args.data, tokenizer=args.tokenizer or _default_tokenizer(args.base),
                           max_length=args.max_length, batch_size=args.batch_size)
+    # tqdm's bar: Rich's, Lightning's default where rich is installed, shows "Epoch 4/-2" on a run bounded by steps
     trainer = L.Trainer(max_steps=args.steps, accelerator=args.accelerator, devices=1, logger=False,
-                        enable_checkpointing=False, default_root_dir=args.out)
+                        enable_checkpointing=False, default_root_dir=args.out, callbacks=[TQDMProgressBar()])
     _dtype_note(module.teacher, module.to_delta())
     trainer.fit(module, datamodule=data)
     print(f"distilled delta ({args.mode} mode, {args.steps} steps) -> {args.out}")
