@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import functools
 import importlib.machinery
+import importlib.util
 import os
 import sys
 import types
 from collections.abc import Callable
+from pathlib import Path
 
 __all__ = ["DEFERRED", "L", "hidden_during_import"]
 
@@ -202,4 +204,44 @@ class _DynamoImportHook:
         return spec
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# torch and torchvision: one matched pair
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _check_torchvision() -> None:
+    """Refuse a torchvision whose operators cannot load into this torch, as one error saying how to install a
+    matched pair.
+
+    A torchvision built for another torch (PyPI's CUDA build beside a CPU torch, or another release) fails at its
+    import as "operator torchvision::nms does not exist", wherever it is first imported: inside Lightning, timm, or
+    transformers, which reports it as a missing class. Loading its operator libraries directly, as torchvision
+    does, shows the mismatch in milliseconds (importing torchvision takes seconds).
+    """
+    if "torchvision" in sys.modules:
+        return
+    spec = importlib.util.find_spec("torchvision")
+    if spec is None or not spec.submodule_search_locations:
+        return
+    import torch
+
+    folder = Path(spec.submodule_search_locations[0])
+    for library in sorted({p for suffix in importlib.machinery.EXTENSION_SUFFIXES for p in folder.glob(f"_C*{suffix}")}):
+        try:
+            torch.ops.load_library(str(library))
+        except OSError as err:
+            from importlib.metadata import version
+
+            from zoo.errors import InstallError
+
+            torch_version, _, build = version("torch").partition("+")
+            index = f" --index-url https://download.pytorch.org/whl/{build}" if build else ""
+            raise InstallError(
+                f"torchvision {version('torchvision')} was built for another torch than this torch {version('torch')}"
+                f" (its operators do not load: {str(err).splitlines()[0]}); install torch and torchvision as a "
+                f"matched pair, from one index: pip install --force-reinstall torch=={torch_version} torchvision"
+                f"{index}") from None
+
+
+_check_torchvision()
 L = _import_lightning()

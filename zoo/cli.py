@@ -12,18 +12,10 @@ from typing import Sequence
 from zoo import registry
 from zoo._cli import ArgumentParser, add_model_argument, load_model, print_json
 from zoo.errors import ZooError
+from zoo.io import human_bytes, storage_error
 
 
 # ----------------------------------------------------------------------------- tables
-def _human_bytes(n: int | None) -> str:
-    if n is None:
-        return "?"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-
-
 def _table(rows: list[list[str]], header: list[str]) -> str:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
@@ -33,11 +25,11 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
 def _entry_size(entry: registry.ModelEntry) -> str:
     """The zoo repo's size; for an unreleased entry, the official files' size where known ("~" when stated)."""
     if entry.files:
-        return _human_bytes(sum(f.size for f in entry.files))
+        return human_bytes(sum(f.size for f in entry.files))
     sizes = [f.size for f in entry.upstream]
     if None not in sizes:
-        return _human_bytes(sum(sizes))
-    return f"~{_human_bytes(entry.download_size)}" if entry.download_size else "?"
+        return human_bytes(sum(sizes))
+    return f"~{human_bytes(entry.download_size)}" if entry.download_size else "?"
 
 
 def model_table(pattern: str | None = None, method: str | None = None, markdown: bool = False) -> str:
@@ -87,12 +79,12 @@ def cmd_info(args) -> None:
                 print(f"  {k}: {v}")
     if info["files"]:
         print(f"files (the zoo repo, {'at commit ' + info['revision'] if info['revision'] else 'on main'}):")
-        print(_table([[f["path"], _human_bytes(f["size"]), f["sha256"]] for f in info["files"]],
+        print(_table([[f["path"], human_bytes(f["size"]), f["sha256"]] for f in info["files"]],
                      ["path", "size", "sha256"]))
     if info["upstream"]:
         print("upstream files (converted by " + info["converter"] + ("" if info["files"] else " on first load") + "):")
-        approx = f"~{_human_bytes(info['download_size'])}" if info["download_size"] else "?"
-        print(_table([[f["path"], _human_bytes(f["size"]) if f["size"] else approx,
+        approx = f"~{human_bytes(info['download_size'])}" if info["download_size"] else "?"
+        print(_table([[f["path"], human_bytes(f["size"]) if f["size"] else approx,
                        f["sha256"] or "(pinned on first download)", f["url"]] for f in info["upstream"]],
                      ["path", "size", "sha256", "url"]))
 
@@ -137,12 +129,11 @@ def cmd_publish(args) -> None:
 
 def cmd_train(args) -> None:
     """``zoo train``, and ``zoo finetune`` (which names the model to start from)."""
-    from zoo.train import run_recipe
+    from zoo.train import final_checkpoints, run_recipe
 
     cli = run_recipe(args.recipe, args.overrides, init_from=getattr(args, "name", None), ckpt_path=args.ckpt_path)
-    for callback in cli.trainer.checkpoint_callbacks:
-        if callback.dirpath:
-            print(f"checkpoints in {callback.dirpath} (last.ckpt: the final state; `zoo publish` turns one into a repo)")
+    for path in final_checkpoints(cli.trainer):
+        print(f"final state: {path} (`zoo publish {path} FOLDER` makes a repo of it)")
 
 
 def cmd_recipe(args) -> None:
@@ -259,6 +250,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:
+        # every write is atomic and every download resumes, so what an interrupt leaves is safe to run again
+        print("zoo: interrupted (Ctrl-C); run the command again to go on", file=sys.stderr)
+        return 130
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args, overrides = parser.parse_known_args(argv)
     if args.command in ("train", "finetune"):
@@ -274,6 +274,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except (registry.UnknownModelError, FileNotFoundError, ValueError, ZooError) as err:
         print(f"zoo: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # a full disk or a read-only folder the command met outside the zoo's own writes
+        fault = storage_error(err)
+        if fault is None:
+            raise
+        print(f"zoo: error: {fault}", file=sys.stderr)
         return 2
     return 0
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "ZooError", "HubError", "IntegrityError", "RepoChangedError", "OfflineError", "DownloadError", "ConfigError",
-    "DamagedFileError", "CardError", "InputError",
+    "DamagedFileError", "CardError", "InputError", "StorageError", "DiskFullError", "ReadOnlyError", "InstallError",
 ]
 
 
@@ -60,3 +60,31 @@ class CardError(ZooError, ValueError):
 
 class InputError(ZooError, ValueError):
     """A file given to a command as input cannot be used (not an image, the wrong size, ...)."""
+
+
+class StorageError(ZooError, OSError):
+    """This machine refused a write: its disk is full, or the place is read-only. ``path`` is where; the message
+    says the fix. Nothing half-written is left behind. An ``OSError``, as the refusal was."""
+
+    def __init__(self, message: str, path: object = None, errno: int | None = None):
+        super().__init__(message)
+        self.path = path
+        self.errno, self.filename = errno, path
+
+    def __str__(self) -> str:  # the message alone, not OSError's "[Errno N] strerror: filename"
+        return self.args[0]
+
+    def __reduce__(self):  # OSError pickles its args alone: keep path and errno (make-data's workers send it back)
+        return type(self), (str(self), self.path, self.errno)
+
+
+class DiskFullError(StorageError):
+    """Not enough free space: found before writing, where the size is known, or when the disk filled up."""
+
+
+class ReadOnlyError(StorageError):
+    """A place the zoo had to write to is read-only or not writable (a container, a shared install)."""
+
+
+class InstallError(ZooError, RuntimeError):
+    """Installed packages that cannot work together (a torchvision built for another torch)."""

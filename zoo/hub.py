@@ -14,6 +14,11 @@ and then reported, and a Hub repo that serves other content than this release pi
 :class:`RepoChangedError`. Hashing a multi-GB file on every load would dominate load time, so a successful
 check is remembered (keyed by path, size, mtime and inode) under ``$ZOO_HOME/verified``. One file lock per Hub
 repo (and per upstream model) serialises downloads between processes.
+
+A load needs no write when its files are at hand: with a read-only ``ZOO_HOME`` (a container, a shared install) the
+locks and the verified-file marks are skipped and every load hashes its files again; a read-only, filled HF cache
+loads with ``HF_HUB_OFFLINE=1``. A download that cannot fit is refused before its first byte (the sizes are
+pinned), and a full disk or read-only folder met along the way is one :class:`~zoo.errors.StorageError`.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from typing import Iterator
 
 from filelock import FileLock
 
-from zoo.io import atomic_path, sha256_file, write_json_atomic
+from zoo.io import atomic_path, check_space, sha256_file, storage_error, storage_errors, write_json_atomic
 from zoo.errors import DownloadError, HubError, IntegrityError, OfflineError, RepoChangedError
 from zoo.registry import FileSpec, ModelEntry, get_entry, import_object
 
@@ -85,6 +90,21 @@ def hf_cache_dir() -> str | None:
     return os.environ.get("ZOO_HF_CACHE") or None
 
 
+def _hf_cache_root() -> Path:
+    from huggingface_hub import constants
+
+    return Path(hf_cache_dir() or constants.HF_HUB_CACHE)
+
+
+def setting_for(path: str | os.PathLike) -> str | None:
+    """The setting that moves the cache ``path`` lies in (``ZOO_HOME`` or ``ZOO_HF_CACHE``), or None."""
+    path = Path(os.path.abspath(path))
+    for setting, folder in (("ZOO_HOME", zoo_home()), ("ZOO_HF_CACHE", _hf_cache_root())):
+        if path.is_relative_to(os.path.abspath(folder)):
+            return setting
+    return None
+
+
 def is_offline() -> bool:
     return any(os.environ.get(v, "").lower() in _TRUE for v in ("HF_HUB_OFFLINE", "ZOO_OFFLINE"))
 
@@ -98,10 +118,16 @@ def where(entry: ModelEntry) -> str:
 
 def _offline_error(entry: ModelEntry, reason: str) -> OfflineError:
     if entry.released:
+        from huggingface_hub import constants
+
         origin = f"the Hugging Face repo {entry.hub_repo}@{entry.revision or 'main'}"
-        fixes = (f"run `zoo download {entry.name}` on a machine with network and copy its HF cache here (or set "
-                 f"ZOO_HF_CACHE to the copied folder); or put the repo folder at {embedded_hub_dir() / entry.name} "
-                 f"(ZOO_HUB names the mirror folder); or set ZOO_HF_ENDPOINT to a Hub mirror")
+        # an installed zoo has no hub/ of a checkout to put a repo into: then the way is a mirror folder of one's own
+        mirror = (f"put the repo folder at {embedded_hub_dir() / entry.name}"
+                  if os.environ.get("ZOO_HUB") or embedded_hub_dir().is_dir()
+                  else f"set ZOO_HUB to a mirror folder holding the repo as {entry.name}/")
+        fixes = (f"run `zoo download {entry.name}` on a machine with network and copy its HF cache to "
+                 f"{hf_cache_dir() or constants.HF_HUB_CACHE} (or set ZOO_HF_CACHE to the copied folder); or "
+                 f"{mirror}; or set ZOO_HF_ENDPOINT to a Hub mirror")
     else:
         origin = "the official upstream files"
         fixes = (f"run `zoo download {entry.name}` with network, or place the official files in "
@@ -110,13 +136,40 @@ def _offline_error(entry: ModelEntry, reason: str) -> OfflineError:
                         f"from {origin}. To get it: {fixes}; or pass a local repo folder to zoo.load(path).")
 
 
+_home_unwritable_said = False
+
+
+def _home_unwritable(err: OSError) -> None:
+    """For a lock or a verified-file mark ZOO_HOME cannot take (read-only, or full): go on without it, and say once per
+    process that loads are slower for it. Any other fault is raised."""
+    global _home_unwritable_said
+    if storage_error(err) is None:
+        raise err
+    if not _home_unwritable_said:
+        _home_unwritable_said = True
+        logging.getLogger(__name__).warning(
+            "zoo: cannot write to ZOO_HOME %s (%s): loading without its download locks and verified-file marks, so "
+            "every load hashes its files again and is slower; set ZOO_HOME to a writable folder to keep them",
+            zoo_home(), os.strerror(err.errno))
+
+
 @contextlib.contextmanager
 def _lock(kind: str, key: str) -> Iterator[None]:
-    """One lock per Hub repo (every model and manifest of that repo) or per upstream model, across processes."""
+    """One lock per Hub repo (every model and manifest of that repo) or per upstream model, across processes; none
+    where ZOO_HOME is read-only (the HF cache's own locks still guard its downloads)."""
     locks = zoo_home() / "locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(locks / f"{kind}--{key.replace('/', '--')}.lock")):
+    lock = FileLock(str(locks / f"{kind}--{key.replace('/', '--')}.lock"))
+    try:
+        locks.mkdir(parents=True, exist_ok=True)
+        lock.acquire()
+    except OSError as err:
+        _home_unwritable(err)
         yield
+        return
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 # ----------------------------------------------------------------------------- verification
@@ -129,9 +182,11 @@ def _matches(path: Path, spec: FileSpec) -> bool:
         return True
     if (spec.size is not None and st.st_size != spec.size) or sha256_file(path) != spec.sha256:
         return False
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(marker) as tmp:
-        tmp.write_text(checked)
+    try:
+        with atomic_path(marker) as tmp:
+            tmp.write_text(checked)
+    except OSError as err:  # only a shortcut for the next load: a load goes on without it
+        _home_unwritable(err)
     return True
 
 
@@ -245,7 +300,8 @@ def _hub_error(err: BaseException, repo_id: str, revision: str | None, path: str
 @contextlib.contextmanager
 def hub_errors(repo_id: str, revision: str | None = None, path: str | None = None, *,
                upload: bool = False) -> Iterator[None]:
-    """Turn any ``huggingface_hub`` failure inside the block into one zoo error (``HubError``/``OfflineError``).
+    """Turn any ``huggingface_hub`` failure inside the block into one zoo error (``HubError``/``OfflineError``, or a
+    ``StorageError`` when the HF cache's disk is full or read-only).
 
     The client's own retry warnings ("Retrying in 2s") are held back meanwhile: when the retries fail, the zoo
     error says what happened in one line."""
@@ -256,6 +312,10 @@ def hub_errors(repo_id: str, revision: str | None = None, path: str | None = Non
         yield
     except Exception as err:  # noqa: BLE001  (translated or re-raised as is)
         translated = _hub_error(err, repo_id, revision, path, upload=upload)
+        if translated is None and isinstance(err, OSError):
+            # the client's failed write names no file, or a symlink's relative target: name the cache then
+            where = err.filename if err.filename and os.path.isabs(err.filename) else _hf_cache_root()
+            translated = storage_error(err, where)
         if translated is None:
             raise
         raise translated from None
@@ -338,6 +398,38 @@ def _hub_snapshot(entry: ModelEntry, revision: str, *, local_only: bool) -> Path
     return snapshot
 
 
+def _check_hub_space(entry: ModelEntry, revision: str) -> None:
+    """Refuse, before downloading, the files of ``entry`` that are not cached when the HF cache's disk cannot hold
+    them."""
+    from huggingface_hub import try_to_load_from_cache
+
+    missing = [spec for spec in entry.files if not isinstance(
+        try_to_load_from_cache(entry.hub_repo, spec.path, cache_dir=hf_cache_dir(), revision=revision), str)]
+    check_space(_hf_cache_root(), sum(spec.size or 0 for spec in missing), f"downloading {entry.name}")
+
+
+def _unreachable_hub() -> str | None:
+    """Why the Hub cannot be reached now, from one connection attempt; None when it can, or when a proxy is set (it
+    may reach what this machine cannot). With no network huggingface_hub retries each file for about 25 s (pauses
+    of 1, 2, 4, 8 and 8 s) before giving up."""
+    import socket
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    from huggingface_hub import constants
+
+    if urllib.request.getproxies():
+        return None
+    endpoint = hf_endpoint() or constants.ENDPOINT
+    url = urlsplit(endpoint)
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)),
+                                 timeout=constants.HF_HUB_ETAG_TIMEOUT).close()
+    except OSError as err:
+        return f"cannot reach the Hub at {endpoint}: {err.strerror or err}"
+    return None
+
+
 def _fetch_hub(entry: ModelEntry) -> Path:
     """A released entry from its Hub home: no network call when every pinned file is cached and intact."""
     revision = entry.revision or "main"
@@ -347,6 +439,9 @@ def _fetch_hub(entry: ModelEntry) -> Path:
         pass
     if is_offline():
         raise _offline_error(entry, "HF_HUB_OFFLINE is set")
+    if (unreachable := _unreachable_hub()) is not None:
+        raise _offline_error(entry, unreachable)
+    _check_hub_space(entry, revision)
     try:
         return _hub_snapshot(entry, revision, local_only=False)
     except OfflineError as err:
@@ -481,13 +576,17 @@ def _retry_pause(attempt: int, retry_after: str | None) -> float:
 
 def _download_url(url: str, dest: Path, spec: FileSpec) -> None:
     """Download ``url`` to ``dest``: resumes a partial ``.part`` with HTTP Range, retries connection errors and
-    5xx/429 with backoff, follows Google Drive's confirmation form, checks the sha256 before ``dest`` appears."""
+    5xx/429 with backoff, follows Google Drive's confirmation form, checks the sha256 before ``dest`` appears. A
+    file of known size that cannot fit is refused before its first byte."""
     from tqdm.auto import tqdm
 
     from zoo import __version__
 
     part = dest.with_name(dest.name + ".part")
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    if spec.size:
+        check_space(dest.parent, spec.size - (part.stat().st_size if part.exists() else 0), f"downloading {spec.path}")
+    with storage_errors(dest.parent):
+        dest.parent.mkdir(parents=True, exist_ok=True)
     manual = f"or place a copy you downloaded yourself at {dest}"
     attempt, confirmations = 0, 0
     while True:
@@ -510,7 +609,7 @@ def _download_url(url: str, dest: Path, spec: FileSpec) -> None:
                     resumed = False  # not the range asked for: start over
                 remaining = int(response.headers.get("Content-Length") or 0) or None
                 total = remaining + have if resumed and remaining else remaining
-                with open(part, "ab" if resumed else "wb") as out, tqdm(
+                with storage_errors(part), open(part, "ab" if resumed else "wb") as out, tqdm(
                     total=total, initial=have if resumed else 0, unit="B", unit_scale=True, desc=Path(spec.path).name
                 ) as bar:
                     while block := response.read(1 << 20):

@@ -1,27 +1,123 @@
-"""File helpers shared by the zoo and its methods: hashing, atomic writes, sharded safetensors, JSON."""
+"""File helpers shared by the zoo and its methods: hashing, atomic writes, sharded safetensors, JSON, and the one
+place where the machine's refusals to write (a full disk, a read-only folder) become zoo errors."""
 
 from __future__ import annotations
 
 import contextvars
 import ctypes
+import errno
 import hashlib
 import json
 import math
 import mmap
 import os
 import secrets
+import shutil
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from zoo.errors import DamagedFileError
+from zoo.errors import DamagedFileError, DiskFullError, ReadOnlyError, StorageError
 
 WEIGHTS_NAME = "model.safetensors"
 WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
 CONFIG_NAME = "config.json"
 DEFAULT_SHARD_BYTES = 2 * 1024**3  # HF's default: shard above 2 GB per file
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+NOT_WRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+SMALL_FILES_ROOM = 1 << 20  # a repo's safetensors headers, config.json and card, beside its tensor bytes
+
+
+def human_bytes(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+# ----------------------------------------------------------------------------- machine faults
+def _fix(path: str | os.PathLike | None, *, read_only: bool) -> str:
+    """How to get past a refused write at ``path``: move the setting whose folder holds it, or write elsewhere."""
+    from zoo.hub import setting_for  # the hub knows which setting moves which cache
+
+    setting = setting_for(path) if path is not None else None
+    if not read_only:
+        return f"set {setting} to a folder on a disk with room" if setting else "write to a disk with room"
+    if setting == "ZOO_HF_CACHE":
+        return ("set ZOO_HF_CACHE to a writable folder, or, if this cache already holds the model, run with "
+                "HF_HUB_OFFLINE=1")
+    return f"set {setting} to a writable folder" if setting else "write to a writable folder"
+
+
+def storage_error(err: OSError, path: str | os.PathLike | None = None) -> StorageError | None:
+    """The zoo's error for the machine refusing a write at ``path`` (default: the file ``err`` names): a full disk,
+    or a read-only or unwritable folder. None for any other ``OSError``."""
+    if isinstance(err, StorageError):
+        return err
+    path = path if path is not None else err.filename
+    where = f"{path}: " if path is not None else ""
+    if err.errno in DISK_FULL:
+        return DiskFullError(f"{where}the disk is full ({err.strerror}): free space there, or "
+                             f"{_fix(path, read_only=False)}", path, err.errno)
+    if err.errno in NOT_WRITABLE:
+        return ReadOnlyError(f"{where}cannot write there ({err.strerror}): {_fix(path, read_only=True)}",
+                             path, err.errno)
+    return None
+
+
+@contextmanager
+def storage_errors(path: str | os.PathLike | None = None) -> Iterator[None]:
+    """Within the block, a full disk or a read-only folder is a :func:`storage_error` (at ``path``, if given)."""
+    try:
+        yield
+    except OSError as err:
+        translated = storage_error(err, path)
+        if translated is None or translated is err:
+            raise
+        raise translated from None
+
+
+def check_space(path: str | os.PathLike, need: int, what: str) -> None:
+    """Raise DiskFullError, before a byte is written, when ``need`` bytes for ``what`` do not fit on the disk that
+    holds (or will hold) ``path``."""
+    existing = Path(path).absolute()
+    while not existing.exists():
+        existing = existing.parent
+    free = shutil.disk_usage(existing).free
+    if need > free:
+        raise DiskFullError(
+            f"{path}: {what} needs {human_bytes(need)}, but its disk has {human_bytes(free)} free; nothing was "
+            f"written. Free {human_bytes(need - free)} or more there, or {_fix(path, read_only=False)}",
+            path, errno.ENOSPC)
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """The folders up to ``folder`` that do not exist yet, outermost first."""
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    return missing[::-1]
+
+
+@contextmanager
+def folder_undone_on_failure(folder: str | os.PathLike) -> Iterator[Path]:
+    """Create ``folder`` (and its parents) for the block to write in; if the block fails or is interrupted, remove
+    the folders it created, with whatever the block wrote there: a failed write leaves no empty or partial folder."""
+    folder = Path(folder)
+    missing = _missing_folders(folder)
+    with storage_errors(folder):
+        folder.mkdir(parents=True, exist_ok=True)
+    try:
+        yield folder
+    except BaseException:
+        if missing:
+            shutil.rmtree(missing[0], ignore_errors=True)
+        raise
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
@@ -34,18 +130,29 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
 
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; rename it into place only if the block succeeds."""
+    """Yield a temporary path beside ``path``; rename it into place only if the block succeeds.
+
+    Otherwise nothing is left: neither the temporary file nor a folder made for it. A full disk or a read-only
+    folder is a :func:`storage_error` naming ``path``.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    missing = _missing_folders(path.parent)
     tmp = path.parent / f".{path.name}.{secrets.token_hex(8)}.tmp"
-    # created like any other written file (0666 less the umask), not mkstemp's 0600; O_EXCL keeps it unique
-    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
     try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        with storage_errors(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # created like any other written file (0666 less the umask), not mkstemp's 0600; O_EXCL keeps it unique
+            os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+            yield tmp
+            os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        for folder in reversed(missing):  # only while empty: another process may be writing there too
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        raise
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:
@@ -180,9 +287,17 @@ def save_state_dict(
 
     Returns the file names written (byte-reproducible: see :func:`write_safetensors`). Tensors that share
     storage are cloned (safetensors refuses aliases). Values may be :class:`LazyTensor` (streamed).
+
+    A repo that cannot fit on the disk is a DiskFullError before a byte is written; should the disk fill up (or the
+    write be interrupted) all the same, a ``directory`` this call created is removed again.
     """
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    check_space(directory, sum(map(_nbytes, state_dict.values())) + SMALL_FILES_ROOM, "the model")
+    with folder_undone_on_failure(directory):
+        return _save_state_dict(state_dict, directory, max_shard_bytes, metadata)
+
+
+def _save_state_dict(state_dict: dict, directory: Path, max_shard_bytes: int, metadata: dict[str, str] | None):
     tensors, seen = {}, set()
     for key, t in state_dict.items():
         if isinstance(t, LazyTensor):

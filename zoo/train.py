@@ -5,15 +5,26 @@ A recipe names a ZooModule and a LightningDataModule by ``class_path`` with thei
 after the command-line overrides (jsonargparse's, ``--trainer.max_steps=10``), so a path written as
 ``${trainer.default_root_dir}/checkpoints`` follows ``--trainer.default_root_dir``; the resolved config is saved
 beside the checkpoints (``config.yaml`` in the run's log folder).
+
+Every run ends with its final state in ``last.ckpt`` of each checkpoint folder (:func:`final_checkpoints`), and a
+new run never shares a checkpoint folder with an earlier one: only resuming (``--ckpt-path``) writes into it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import warnings
+from collections.abc import Iterator
 from typing import Sequence
 
-__all__ = ["run_recipe"]
+from zoo.errors import InputError, ZooError
+
+__all__ = ["run_recipe", "final_checkpoints"]
+
+# where Lightning logs what it sets up (accelerator, logger, seed)
+_LIGHTNING_LOGGERS = ("lightning.pytorch", "lightning.fabric")
 
 
 def run_recipe(
@@ -25,7 +36,9 @@ def run_recipe(
 ):
     """Run ``fit`` for ``recipe``; with ``init_from`` (a zoo model name or folder), start from its weights.
 
-    Returns the LightningCLI object (its ``model`` and ``trainer`` hold the result).
+    Every input is checked before training starts (the model against the recipe, the checkpoint to resume, the
+    checkpoint folders, the data), and Lightning's set-up messages are shown only once they pass: a bad input is one
+    error. Returns the LightningCLI object (its ``model`` and ``trainer`` hold the result).
     """
     import lightning as L
     from lightning.pytorch.cli import LightningCLI
@@ -35,7 +48,7 @@ def run_recipe(
 
     if not os.path.isfile(recipe):
         raise FileNotFoundError(f"recipe {recipe} not found; recipes live in recipes/<method>/*.yaml")
-    with warnings.catch_warnings():
+    with _setup_messages_held_back(), warnings.catch_warnings():
         # the recipe and overrides come in `args`; sys.argv (`zoo train ...`) is never parsed, so Lightning's
         # warning about both being given does not apply
         warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
@@ -50,50 +63,127 @@ def run_recipe(
             args=["--config", str(recipe), *overrides],
             run=False,
         )
-    if init_from is not None:
-        from zoo.loading import load
-
-        pretrained = load(init_from)
-        if type(pretrained) is not type(cli.model):
-            raise ValueError(
-                f"{init_from} is a {type(pretrained).__name__} but the recipe builds a {type(cli.model).__name__}; "
-                "use a recipe for the same module"
-            )
-        own = cli.model.state_dict()
-        # train in the recipe's precision even from a checkpoint published in bf16
-        state = {k: v.to(dtype=own[k].dtype if k in own and v.is_floating_point() else v.dtype, copy=True)
-                 for k, v in pretrained.pretrained_state_dict().items()}
-        try:
-            cli.model.load_weights_(state)
-        except RuntimeError as err:
-            raise ValueError(f"the recipe's architecture does not match {init_from}: {err}") from None
-    # a datamodule may check its inputs before fit: the error comes once, before any DDP process starts
-    if callable(check := getattr(cli.datamodule, "check_data", None)):
-        check()
+        if init_from is not None:
+            _start_from(cli.model, init_from)
+        if ckpt_path is None:
+            _check_checkpoint_folders_unused(cli.trainer)
+        else:
+            _check_resumes(cli.model, ckpt_path)
+        # a datamodule may check its inputs before fit: the error comes once, before any DDP process starts
+        if callable(check := getattr(cli.datamodule, "check_data", None)):
+            check()
     try:
         cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=ckpt_path)
     except SIGTERMException:
         # Lightning exits 0 on SIGTERM; a script chaining `zoo train && zoo publish` must not publish a half run
         raise SystemExit(f"zoo: training stopped by SIGTERM at step {cli.trainer.global_step}; resume it with "
                          "--ckpt-path last (or the path of its last.ckpt)") from None
-    _save_final_last(cli.trainer)
+    _save_final_state(cli.trainer)
     return cli
 
 
-def _save_final_last(trainer) -> None:
-    """Write the final state as every ``save_last`` checkpoint callback's ``last.ckpt``.
+def _start_from(model, init_from: str) -> None:
+    """Load the weights of the zoo model ``init_from`` into the recipe's ``model``, in the recipe's precision."""
+    from zoo.loading import load
 
-    Lightning writes ``last.ckpt`` only at its triggers (every N steps, epoch ends) and not again when training
-    ends after them, so ``zoo publish .../last.ckpt`` would publish weights from before the last steps."""
+    pretrained = load(init_from)
+    if type(pretrained) is not type(model):
+        raise ValueError(
+            f"{init_from} is a {type(pretrained).__name__} but the recipe builds a {type(model).__name__}; "
+            "use a recipe for the same module"
+        )
+    own = model.state_dict()
+    # train in the recipe's precision even from a checkpoint published in bf16
+    state = {k: v.to(dtype=own[k].dtype if k in own and v.is_floating_point() else v.dtype, copy=True)
+             for k, v in pretrained.pretrained_state_dict().items()}
+    try:
+        model.load_weights_(state)
+    except RuntimeError as err:
+        raise ValueError(f"the recipe's architecture does not match {init_from}: {err}") from None
+
+
+def _check_resumes(model, ckpt_path: str) -> None:
+    """A checkpoint file to resume from exists and holds the recipe's kind of module (Lightning's own names for
+    checkpoints, ``last`` and the like, and remote URLs are left to Lightning)."""
+    from zoo.convert import safe_torch_load
+
+    if ckpt_path in ("last", "best", "hpc", "registry") or "://" in ckpt_path:
+        return
+    if not os.path.isfile(ckpt_path):
+        raise FileNotFoundError(f"checkpoint {ckpt_path} does not exist: pass a .ckpt file of this recipe's runs, "
+                                "or --ckpt-path last")
+    model_type = safe_torch_load(ckpt_path, what="a Lightning checkpoint").get("zoo_model_type")
+    if model_type != model.model_type:
+        held = f"model_type {model_type!r}" if model_type else "no zoo module"
+        raise InputError(f"{ckpt_path} holds {held}, but the recipe trains model_type {model.model_type!r} "
+                         f"({type(model).__name__}): resume from a checkpoint of this recipe's runs")
+
+
+def _check_checkpoint_folders_unused(trainer) -> None:
+    """A new run writes no checkpoint into a folder holding an earlier run's: Lightning would name its files
+    ``last-v1.ckpt`` beside the other run's ``last.ckpt``. (A folder Lightning picks itself, in the run's own log
+    folder, is set only when fit starts.)"""
+    for callback in trainer.checkpoint_callbacks:
+        folder = callback.dirpath
+        if not (folder and os.path.isdir(folder)):
+            continue
+        if any(name.endswith(callback.FILE_EXTENSION) for name in os.listdir(folder)):
+            root = os.path.abspath(trainer.default_root_dir)
+            moves = os.path.commonpath([root, os.path.abspath(folder)]) == root
+            elsewhere = ("--trainer.default_root_dir=ANOTHER_FOLDER" if moves
+                         else "another dirpath for the recipe's ModelCheckpoint")
+            raise ZooError(f"{folder} holds the checkpoints of an earlier run: resume that run with --ckpt-path last, "
+                           f"or give this one its own folder with {elsewhere} (or remove {folder})")
+
+
+def final_checkpoints(trainer) -> list[str]:
+    """Where the run's final state is saved: ``last.ckpt`` in each checkpoint callback's folder (the ones Lightning
+    picks are in the run's own log folder), or in ``checkpoints/`` of the run's log folder when there is none."""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    paths = [os.path.join(c.dirpath, c.CHECKPOINT_NAME_LAST + c.FILE_EXTENSION)
+             for c in trainer.checkpoint_callbacks if c.dirpath]
+    if not paths:
+        folder = os.path.join(trainer.log_dir or trainer.default_root_dir, "checkpoints")
+        paths = [os.path.join(folder, ModelCheckpoint.CHECKPOINT_NAME_LAST + ModelCheckpoint.FILE_EXTENSION)]
+    return list(dict.fromkeys(paths))
+
+
+def _save_final_state(trainer) -> None:
+    """Write the final state to every :func:`final_checkpoints` path.
+
+    Lightning writes ``last.ckpt`` only at its triggers (every N steps, epoch ends), not again when training ends
+    after them, and not at all without ``save_last`` or before a recipe's first trigger (say every 100,000 steps):
+    ``zoo publish .../last.ckpt`` would publish weights from before the last steps, or find no file."""
     import torch
 
-    for callback in trainer.checkpoint_callbacks:
-        if not (callback.save_last and callback.dirpath):
-            continue
-        path = os.path.join(callback.dirpath, callback.CHECKPOINT_NAME_LAST + callback.FILE_EXTENSION)
+    for path in final_checkpoints(trainer):
         # only when stale (a save at the final step already holds the final state); rank 0's file decides for
         # every rank, since saving is collective. mmap: the step is read without reading the weights
         saved = (torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("global_step")
                  if trainer.is_global_zero and os.path.isfile(path) else None)
         if trainer.strategy.broadcast(saved) != trainer.global_step:
-            trainer.save_checkpoint(path)
+            trainer.save_checkpoint(path, weights_only=False)  # the full state: the run resumes from it
+
+
+@contextlib.contextmanager
+def _setup_messages_held_back() -> Iterator[None]:
+    """Hold back what Lightning logs and warns while a recipe is set up, and show it once the block succeeds: when
+    an input is refused, its error is the only output."""
+    loggers = [logging.getLogger(name) for name in _LIGHTNING_LOGGERS]
+    saved = [(log.handlers, log.propagate) for log in loggers]
+    held: list[logging.LogRecord] = []
+    holder = logging.Handler()
+    holder.emit = held.append
+    for log in loggers:
+        log.handlers, log.propagate = [holder], False
+    try:
+        with warnings.catch_warnings(record=True) as warned:
+            yield
+    finally:
+        for log, (handlers, propagate) in zip(loggers, saved):
+            log.handlers, log.propagate = handlers, propagate
+    for record in held:
+        logging.getLogger(record.name).handle(record)
+    for warning in warned:
+        warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)

@@ -16,6 +16,10 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
 BASE=runs/escaip-qm9-xtb-base
 FINAL=runs/escaip-qm9-xtb
+# the QM9 validation blocks (150 molecules and their pairs): held out of training, the models are chosen on them
+QM9_VAL=(data/escaip-qm9/qm9/m00000 data/escaip-qm9/qm9/m00050 data/escaip-qm9/qm9/m00100)
+SPLIT=(--data.init_args.val="[${QM9_VAL[0]}, ${QM9_VAL[1]}, ${QM9_VAL[2]}, data/escaip-qm9/pair/m00000, data/escaip-qm9/pair/m00050, data/escaip-qm9/pair/m00100]"
+       --data.init_args.exclude='["*/m00000/*", "*/m00050/*", "*/m00100/*", "*/emt/*/T*_s1/*"]')
 
 case "${1:-}" in
 data)
@@ -27,16 +31,16 @@ data)
   ;;
 train)
   if [ ! -f "$BASE/repo/config.json" ]; then
-    zoo train "$HERE/qm9_xtb_base.yaml" --ckpt-path last
+    zoo train "$HERE/qm9_xtb_base.yaml" "${SPLIT[@]}" --ckpt-path last
     zoo publish "$BASE/checkpoints/last.ckpt" "$BASE/repo"
   fi
-  zoo finetune "$BASE/repo" "$HERE/qm9_xtb.yaml" --ckpt-path last
+  zoo finetune "$BASE/repo" "$HERE/qm9_xtb.yaml" "${SPLIT[@]}" --ckpt-path last
   zoo publish "$FINAL/checkpoints/last.ckpt" "$FINAL/repo"
   ;;
 eval)
   # the 10 ps NVE run is one molecule: one thread is as fast and leaves the other core free
   OMP_NUM_THREADS=1 python "$HERE/../../scripts/eval_escaip_g2.py" "$FINAL/repo" data/escaip-g2 --out "$FINAL/eval" \
-    --val data/escaip-qm9/qm9/m00000 data/escaip-qm9/qm9/m00050 data/escaip-qm9/qm9/m00100
+    --val "${QM9_VAL[@]}"
   ;;
 publish)
   hub="${HUB:-hub/escaip-qm9-xtb}"

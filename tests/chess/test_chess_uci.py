@@ -41,17 +41,18 @@ def test_uci_protocol_details(tiny_av):
     lines, protocol = _session(engine, ["uci", "isready", "position startpos moves e2e4 e7e5", "go depth 1",
                                         "bogus", "quit", "isready"], threads=1)
     assert lines[:2] == ["id name zoo-chess tiny", "id author zoo (ChessBench transformer, searchless)"]
-    assert lines[2:5] == ["option name Threads type spin default 1 min 1 max 512",
+    assert lines[2:6] == ["option name Threads type spin default 1 min 1 max 512",
                           "option name Move Overhead type spin default 10 min 0 max 5000",
+                          "option name MultiPV type spin default 1 min 1 max 500",
                           "option name Model type string default tiny"]
-    assert lines[5:7] == ["uciok", "readyok"]
+    assert lines[6:8] == ["uciok", "readyok"]
     board = chess.Board()
     board.push_uci("e2e4")
     board.push_uci("e7e5")
     best = engine.play(board)
-    assert lines[8] == f"bestmove {best.uci()}" and lines[7].endswith(f"pv {best.uci()}")
-    assert "unknown command" in lines[9]
-    assert "readyok" not in lines[10:]  # nothing after quit
+    assert lines[9] == f"bestmove {best.uci()}" and lines[8].endswith(f"pv {best.uci()}")
+    assert "unknown command" in lines[10]
+    assert "readyok" not in lines[11:]  # nothing after quit
     mated, _ = _session(engine, ["position fen rnb1kbnr/pppp1ppp/8/4p3/6Pq/5P2/PPPPP2P/RNBQKBNR w KQkq - 1 3", "go"])
     assert mated == ["bestmove 0000"]
 
@@ -66,6 +67,45 @@ def test_a_bad_position_is_reported_and_never_played_from(tiny_av):
     bad_go, _ = _session(tiny_av.engine(), ["go movetime soon", "go searchmoves e2e5"])
     assert bad_go == ["info string error: go movetime needs an integer, got 'soon'", "bestmove 0000",
                       f"info string error: searchmoves: e2e5 is not legal in {chess.Board().fen()}", "bestmove 0000"]
+
+
+def test_multipv_through_python_chess(tiny_av, tiny_av_dir):
+    """python-chess's analyse(multipv=N) over the real command: N lines, best first, each the engine's own value."""
+    board = chess.Board("r1bqkbnr/pppp1ppp/2n5/4p3/2B1P3/5N2/PPPP1PPP/RNBQK2R b KQkq - 3 3")
+    expected = tiny_av.engine().analyse(board).ranked()
+    command = [sys.executable, "-m", "zoo.cli", "chess", "uci", str(tiny_av_dir), "--threads", "1"]
+    with chess.engine.SimpleEngine.popen_uci(command, timeout=120) as model:
+        assert model.options["MultiPV"].default == 1 and model.options["MultiPV"].max == 500
+        infos = model.analyse(board, chess.engine.Limit(time=5), multipv=4)
+        single = model.analyse(board, chess.engine.Limit(time=5))  # back to one line
+        everything = model.analyse(board, chess.engine.Limit(time=5), multipv=500)
+    assert [info["multipv"] for info in infos] == [1, 2, 3, 4]
+    assert [info["pv"] for info in infos] == [[move] for move, _ in expected[:4]]
+    assert [info["score"].white().score() for info in infos] == [-win_prob_to_centipawns(v) for _, v in expected[:4]]
+    assert single["pv"] == [expected[0][0]] and "multipv" not in single
+    assert len(everything) == board.legal_moves.count()  # capped at the legal moves
+
+
+def test_multipv_lines_with_a_time_limit_and_a_temperature(tiny_av):
+    from zoo.chess.engine import ChessEngine
+
+    clock = FakeClock()
+    engine = _slow_engine(tiny_av, clock, 0.01)  # 20 moves at the start: 0.2 s for all of them
+    lines, protocol = _session(engine, ["setoption name MultiPV value 30", "isready", "go movetime 100",
+                                        "setoption name MultiPV value 0", "go", "setoption name MultiPV value x"],
+                               clock=clock)
+    info = [line for line in lines if line.startswith("info depth")]
+    valued = int(info[0].split(" nodes ")[1].split()[0])
+    assert 1 <= valued < 20 and [int(line.split()[4]) for line in info[:valued]] == list(range(1, valued + 1))
+    assert info[valued] == info[-1] and " multipv " not in info[-1]  # MultiPV 0 is taken as 1
+    assert lines[-1] == "info string error: option 'multipv' needs an integer, got 'x'"
+    # sampled at a temperature, the played move need not be the best valued: it is line 1 all the same
+    best = tiny_av.engine().play(chess.Board()).uci()
+    sampled = ChessEngine(tiny_av, temperature=10.0, seed=0)
+    played = [_session(sampled, ["setoption name MultiPV value 3", "go"])[0] for _ in range(10)]
+    lines = next(lines for lines in played if lines[-1] != f"bestmove {best}")
+    assert [line.split()[4] for line in lines[:3]] == ["1", "2", "3"]
+    assert lines[0].split(" pv ")[1] == lines[-1].removeprefix("bestmove ") != best
 
 
 def test_uciok_comes_before_the_model_is_loaded(tiny_av):

@@ -97,3 +97,27 @@ def test_unreachable_hub_without_cache(monkeypatch):
                               files=(FileSpec("config.json", "b" * 64, 10),)))
     with pytest.raises(OfflineError, match="cannot reach the Hub at http://127.0.0.1:9"):
         zoo.load("toy-nonet")
+
+
+def test_no_network_and_no_mirror_is_one_quick_error_naming_zoo_hub_and_the_cache(isolated_caches, monkeypatch,
+                                                                                 tmp_path):
+    # an installed zoo (no hub/ beside the package) whose Hub cannot be reached: huggingface_hub alone retries each
+    # file for ~25 s, and the error once sent the user into site-packages/hub/
+    import time
+
+    import zoo.hub
+
+    monkeypatch.delenv("ZOO_HUB", raising=False)
+    for proxy in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(proxy, raising=False)
+    monkeypatch.setattr(zoo.hub, "__file__", str(tmp_path / "site-packages" / "zoo" / "hub.py"))
+    monkeypatch.setenv("ZOO_HF_ENDPOINT", "http://127.0.0.1:9")
+    register_model(ModelEntry(name="toy-nomirror", method="toy", repo="user/x", revision="a" * 40,
+                              files=(FileSpec("config.json", "b" * 64, 10),)))
+    start = time.monotonic()
+    with pytest.raises(OfflineError, match="cannot reach the Hub at http://127.0.0.1:9") as err:
+        zoo.load("toy-nomirror")
+    assert time.monotonic() - start < 5
+    message = str(err.value)
+    assert "set ZOO_HUB to a mirror folder holding the repo as toy-nomirror/" in message
+    assert f"copy its HF cache to {isolated_caches / 'hf'}" in message and "site-packages" not in message

@@ -102,3 +102,28 @@ assert trainer.global_step == 3 and trainer.lightning_module is model
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-3000:]
+
+
+def test_a_torchvision_built_for_another_torch_is_one_error_saying_how_to_install_a_pair(tmp_path):
+    # torchvision as installed, but with operator libraries this torch cannot load (as PyPI's CUDA build beside a CPU
+    # torch): its import fails as "operator torchvision::nms does not exist", deep in Lightning, timm or transformers
+    import importlib.util
+    from pathlib import Path
+
+    installed = Path(importlib.util.find_spec("torchvision").submodule_search_locations[0])
+    (tmp_path / "torchvision").mkdir()
+    for item in installed.iterdir():
+        if item.suffix == ".so":
+            (tmp_path / "torchvision" / item.name).write_bytes(b"not a library")
+        elif item.name != "__pycache__":
+            (tmp_path / "torchvision" / item.name).symlink_to(item)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    for command in (["-m", "zoo.cli", "load", "llama-bytes-3m"], ["-c", "import zoo; zoo.load('escaip-tiny-emt')"]):
+        out = subprocess.run([sys.executable, *command], capture_output=True, text=True, env=env)
+        assert out.returncode != 0
+        last = out.stderr.strip().splitlines()[-1]
+        assert "install torch and torchvision as a matched pair, from one index: pip install" in last
+        if command[0] == "-m":  # the command line: that one line
+            assert out.stderr.startswith("zoo: error: torchvision ") and out.stderr.count("\n") == 1
+        else:
+            assert last.startswith("zoo.errors.InstallError: torchvision ")

@@ -126,6 +126,62 @@ def test_last_checkpoint_holds_the_final_step(tmp_path):
     assert torch.equal(last["state_dict"]["net.0.weight"], cli.model.net[0].weight)
 
 
+def _final_state(out: str) -> str:
+    """The checkpoint `zoo train` names as the run's final state."""
+    (line,) = [line for line in out.splitlines() if line.startswith("final state: ")]
+    return line.split()[2]
+
+
+def test_a_run_ends_with_its_final_state_saved_before_any_save_trigger(tmp_path, capsys):
+    # the recipe saves every 100,000 steps, in a folder Lightning picks: the run's own log folder
+    assert main(["train", RECIPE, f"--trainer.default_root_dir={tmp_path}", "--trainer.max_steps=3",
+                 "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.every_n_train_steps=100000"]) == 0
+    final = _final_state(capsys.readouterr().out)
+    assert final == str(tmp_path / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt")
+    assert torch.load(final, weights_only=True)["global_step"] == 3
+
+
+def test_train_then_finetune_publishes_the_finetune(tmp_path, capfd, monkeypatch):
+    # README's chain: `zoo train`, `zoo finetune` of a model with the same recipe, `zoo publish` of the last.ckpt
+    monkeypatch.chdir(tmp_path)
+    recipe = RECIPE.replace("toy.yaml", "toy_run_folder.yaml")
+    assert main(["train", recipe]) == 0
+    trained = _final_state(capfd.readouterr().out)
+    ToyRegressor(width=8).save_pretrained("pretrained")
+    written = sorted(tmp_path.rglob("*"))
+    # the same folder: refused before anything is set up, as one line
+    assert main(["finetune", "pretrained", recipe]) == 2
+    out, err = capfd.readouterr()
+    assert err.startswith("zoo: error: ") and err.count("\n") == 1 and not out
+    assert "runs/toy/checkpoints holds the checkpoints of an earlier run" in err
+    assert "--trainer.default_root_dir=ANOTHER_FOLDER" in err
+    assert sorted(tmp_path.rglob("*")) == written
+    assert main(["finetune", "pretrained", recipe, "--trainer.default_root_dir=runs/ft"]) == 0
+    tuned = _final_state(capfd.readouterr().out)
+    assert tuned == str(tmp_path / "runs" / "ft" / "checkpoints" / "last.ckpt")
+    assert main(["publish", tuned, "published"]) == 0
+    published = zoo.load("published").net[0].weight
+    assert torch.equal(published, torch.load(tuned, weights_only=True)["state_dict"]["net.0.weight"])
+    assert not torch.equal(published, torch.load(trained, weights_only=True)["state_dict"]["net.0.weight"])
+    # resuming writes into the run's own folder
+    assert main(["train", recipe, "--trainer.max_steps=4", "--ckpt-path", "last"]) == 0
+    assert torch.load(_final_state(capfd.readouterr().out), weights_only=True)["global_step"] == 4
+
+
+@pytest.mark.parametrize("held", ["another-method", None, "missing"])
+def test_resuming_from_a_checkpoint_of_another_module_is_one_error(tmp_path, capfd, held):
+    ckpt = tmp_path / "other.ckpt"
+    if held != "missing":
+        torch.save({"zoo_model_type": held, "state_dict": {}} if held else {"state_dict": {}}, ckpt)
+    assert main(["train", RECIPE, f"--trainer.default_root_dir={tmp_path / 'run'}", "--ckpt-path", str(ckpt)]) == 2
+    out, err = capfd.readouterr()
+    assert not out and err.count("\n") == 1
+    assert err.startswith(f"zoo: error: checkpoint {ckpt} does not exist" if held == "missing" else
+                          f"zoo: error: {ckpt} holds {f'model_type {held!r}' if held else 'no zoo module'}, but the "
+                          "recipe trains model_type 'toy-mlp' (ToyRegressor)")
+    assert not (tmp_path / "run").exists()
+
+
 def test_cli_train_and_publish(tmp_path, capsys, monkeypatch):
     args = ["train", RECIPE, f"--trainer.default_root_dir={tmp_path}"]
     monkeypatch.setattr(sys, "argv", ["zoo", *args])  # as from the shell

@@ -101,3 +101,47 @@ def test_elements_outside_the_training_data_are_refused(official_repos):
     atoms.calc = model.as_calculator()
     with pytest.raises(ValueError, match="element.s. S were not in this model's training data; it supports H, C, O"):
         atoms.get_potential_energy()
+
+
+def _ensemble() -> list[Atoms]:
+    images = [molecule(name) for name in ("CH3CH2OH", "C6H6", "CH3COOH", "H2O", "CH3CH2OH")]
+    images += [fcc111("Cu", (2, 2, 3), vacuum=6.0, periodic=True), bulk("Cu", "fcc", a=3.7).repeat((2, 1, 1))]
+    for seed, atoms in enumerate(images):
+        atoms.rattle(0.05, seed=seed)
+    return images
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("max_atoms, systems_per_pass", [(4096, [7]), (20, [1, 2, 2, 2]), (10, [1] * 7)])
+def test_calculate_many_equals_single_calls(official_repos, dtype, max_atoms, systems_per_pass, monkeypatch):
+    model = zoo.load(official_repos["gradient"], dtype=dtype)
+    calc = model.as_calculator()
+    images = _ensemble()  # 9, 12, 8, 3, 9, 12 and 2 atoms: with max_atoms 10 the 12-atom ones go alone
+    passes = []
+    predict = model._predict_valid
+    monkeypatch.setattr(model, "_predict_valid",
+                        lambda batch, **kw: passes.append(len(batch["natoms"])) or predict(batch, **kw))
+    many = calc.calculate_many(images, ["energy", "forces"], max_atoms=max_atoms)
+    assert passes == systems_per_pass
+    tolerance = 1e-5 if dtype == "float32" else 1e-10
+    for atoms, result in zip(images, many):
+        atoms.calc = model.as_calculator()
+        assert result["energy"] == pytest.approx(atoms.get_potential_energy(), abs=tolerance)
+        np.testing.assert_allclose(result["forces"], atoms.get_forces(), rtol=0, atol=tolerance)
+        assert result["forces"].dtype == np.float64 and result["forces"].shape == (len(atoms), 3)
+    periodic = images[-2:]
+    with_stress = calc.calculate_many(periodic, ["energy", "forces", "stress"])
+    for atoms, result in zip(periodic, with_stress):
+        np.testing.assert_allclose(result["stress"], atoms.get_stress(), rtol=0, atol=tolerance)
+    with pytest.raises(PropertyNotImplementedError, match="fully periodic"):
+        calc.calculate_many(images, ["energy", "stress"])
+
+
+def test_calculate_many_names_the_bad_structure(gradient_model):
+    images = _ensemble()
+    images[3] = Atoms("H2", positions=[[0, 0, 0], [np.nan, 0, 0]])
+    with pytest.raises(ValueError, match="non-finite position"):
+        gradient_model.as_calculator().calculate_many(images)
+    images[3] = Atoms("H2O", positions=[[0, 0, 0], [0, 0, 0], [0, 0.9, 0.1]])
+    with pytest.raises(ValueError, match="atoms 0 and 1 of system 3 sit at the same position"):
+        gradient_model.as_calculator().calculate_many(images)

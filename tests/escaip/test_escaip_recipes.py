@@ -90,3 +90,40 @@ def test_qm9_card_is_written_from_the_two_stages_measurements(emt_data, tmp_path
     assert "for 1 epochs (2 steps of at most 256 atoms; AdamW lr 0.002" in card["training"]
     assert f"stage 1 {val[0][0]:.1f} meV/Å; stage 2 {val[1][0]:.1f} meV/Å" in card["training"]
     assert "0.46M parameters" in card["description"]
+
+
+def test_qm9_recipe_fine_tunes_the_published_model_on_your_data(emt_data, tmp_path, monkeypatch, capsys):
+    # the recipe's data paths are arguments: outside a checkout's data/ a user's own frames are all it needs
+    from zoo.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    recipe = next(r for r in RECIPES if r.stem == "qm9_xtb")
+    assert main(["finetune", "escaip-qm9-xtb", str(recipe), f"--data.init_args.train={emt_data}",
+                 "--trainer.max_steps=1", "--trainer.limit_val_batches=1", "--trainer.num_sanity_val_steps=0",
+                 "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]) == 0
+    last = tmp_path / "runs" / "escaip-qm9-xtb" / "checkpoints" / "last.ckpt"
+    assert f"final state: {last} " in capsys.readouterr().out
+    assert torch.load(last, weights_only=True)["global_step"] == 1
+
+
+def test_a_truncated_or_unlabelled_frame_is_one_error_before_training(emt_data, tmp_path, capfd):
+    from ase import Atoms
+    from ase.io import write
+
+    from zoo.cli import main
+
+    segment = sorted(emt_data.glob("emt/*/*/seg_*.extxyz"))[0]
+    lines = segment.read_text().splitlines(keepends=True)
+    frame_lines = int(lines[0]) + 2
+    truncated = tmp_path / "truncated.extxyz"
+    truncated.write_text("".join(lines[:frame_lines + 5]))  # frame 1 stops after 3 of its atoms
+    unlabelled = tmp_path / "unlabelled.extxyz"
+    write(unlabelled, [Atoms("Cu2", positions=[[0, 0, 0], [0, 0, 2.5]])])
+    recipe = next(r for r in RECIPES if r.stem == "tiny_emt")
+    for data, problem in ((truncated, "frame 1 (counting from 0) cannot be read (ase.io.extxyz: Frame has 3 atoms"),
+                          (unlabelled, "frame 0 (counting from 0): structure Cu2 has no energy/forces labels")):
+        assert main(["train", str(recipe), f"--data.init_args.train={data}",
+                     f"--trainer.default_root_dir={tmp_path / 'run'}"]) == 2
+        out, err = capfd.readouterr()
+        assert not out and err.count("\n") == 1 and err.startswith(f"zoo: error: {data}: {problem}")
+        assert not (tmp_path / "run").exists()  # refused before the Trainer started

@@ -71,6 +71,9 @@ def load_model(
             from zoo.loading import load
 
             return load(ref, revision=revision, dtype=dtype, device=device).eval()
+        path_like = Path(ref).is_absolute() or ref.startswith(("./", "../", "~"))  # not a Hugging Face repo id
+        if path_like and not Path(ref).expanduser().exists():
+            raise FileNotFoundError(f"cannot load the model {ref!r}: there is no such folder")
         from transformers import AutoModelForCausalLM
 
         try:

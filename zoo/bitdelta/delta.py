@@ -44,6 +44,7 @@ __all__ = [
 FORMAT_VERSION = 1
 MODEL_TYPE = "bitdelta"
 OFFICIAL_RULE = "official"
+AUTO_RULE = "auto"
 
 
 # ----------------------------------------------------------------------------- modules
@@ -57,29 +58,40 @@ def linear_weight(module: nn.Module) -> torch.Tensor:
     return module.weight if isinstance(module, nn.Linear) else module.weight.T
 
 
-def select_modules(model: nn.Module, select: str | Sequence[str] = OFFICIAL_RULE, exclude: Iterable[str] = ()) -> list[str]:
+def _official_layers(modules: dict[str, nn.Module], *, strict: bool) -> list[str]:
+    """The official rule: every direct child whose name contains ``proj`` of a module whose dotted name contains
+    ``mlp`` or ``self_attn``. ``strict``: a selected child that is not linear is an error (else it is skipped)."""
+    names: list[str] = []
+    for name, module in modules.items():
+        if "mlp" in name or "self_attn" in name:
+            for child_name, child in module.named_children():
+                full = f"{name}.{child_name}" if name else child_name
+                if "proj" not in child_name or full in names:
+                    continue
+                if is_linear_like(child):
+                    names.append(full)
+                elif strict:
+                    raise ValueError(
+                        f"the official rule selects {full!r}, a {type(child).__name__}, but only Linear "
+                        "layers can be compressed; pass select=[patterns] naming the Linear layers instead"
+                    )
+    return names
+
+
+def select_modules(model: nn.Module, select: str | Sequence[str] = AUTO_RULE, exclude: Iterable[str] = ()) -> list[str]:
     """Names of the linear layers to compress.
 
-    ``select="official"``: every direct child whose name contains ``proj`` of a module whose dotted name contains
-    ``mlp`` or ``self_attn`` (7 layers per Llama/Mistral block). Otherwise ``select`` is a list of shell-style
-    patterns (``"*.attn.c_attn"``, ``"*"``) matched against linear layer names. ``exclude`` patterns drop names.
+    ``select="official"``: the official rule, every direct child whose name contains ``proj`` of a module whose dotted
+    name contains ``mlp`` or ``self_attn`` (7 layers per Llama/Mistral block; embeddings and head are carried).
+    ``select="auto"`` (the default, for a model of any method): the official rule's Linear layers where it finds
+    any, else every Linear layer. Otherwise ``select`` is a list of shell-style patterns (``"*.attn.c_attn"``,
+    ``"*"``) matched against linear layer names. ``exclude`` patterns drop names.
     """
     modules = dict(model.named_modules())
-    if isinstance(select, str) and select == OFFICIAL_RULE:
-        names: list[str] = []
-        for name, module in modules.items():
-            if "mlp" in name or "self_attn" in name:
-                for child_name, child in module.named_children():
-                    full = f"{name}.{child_name}" if name else child_name
-                    if "proj" in child_name and full not in names:
-                        if not is_linear_like(child):
-                            raise ValueError(
-                                f"the official rule selects {full!r}, a {type(child).__name__}, but only Linear "
-                                "layers can be compressed; pass select=[patterns] naming the Linear layers instead"
-                            )
-                        names.append(full)
-    else:
-        patterns = [select] if isinstance(select, str) else list(select)
+    rule = select if isinstance(select, str) and select in (OFFICIAL_RULE, AUTO_RULE) else None
+    names = _official_layers(modules, strict=rule == OFFICIAL_RULE) if rule else []
+    if rule != OFFICIAL_RULE and not names:
+        patterns = ["*"] if rule == AUTO_RULE else [select] if isinstance(select, str) else list(select)
         names = [n for n, m in modules.items() if is_linear_like(m) and any(fnmatch.fnmatchcase(n, p) for p in patterns)]
         for pattern in patterns:
             hit = [n for n in modules if fnmatch.fnmatchcase(n, pattern)]
@@ -278,33 +290,43 @@ def compress(
     base: nn.Module,
     finetune: nn.Module,
     *,
-    select: str | Sequence[str] = OFFICIAL_RULE,
+    select: str | Sequence[str] = AUTO_RULE,
     exclude: Iterable[str] = (),
     base_name: str | None = None,
     base_revision: str | None = None,
     progress: bool = True,
 ) -> BitDelta:
-    """BitDelta of ``finetune`` against ``base`` (same architecture and dtype).
+    """BitDelta of ``finetune`` against ``base`` (same architecture).
 
-    Per selected layer: Δ = W_fine − W_base in the models' dtype, bits = (Δ ≥ 0), α = mean |Δ| in fp32. Every
-    other tensor of the fine-tune is carried at full precision if it differs from the base's.
+    Per selected layer: Δ = W_fine − W_base, bits = (Δ ≥ 0), α = mean |Δ| in fp32. Every other tensor of the
+    fine-tune is carried at full precision if it differs from the base's.
+
+    The delta applies to the base in the base's dtype. Δ is taken in the models' dtype when they share one (as the
+    official code does), else in the wider of the two: a float32 fine-tune of a bfloat16 base keeps every update's
+    sign, where rounding the fine-tune to bfloat16 first would zero the updates smaller than a bfloat16 step (their
+    sign then +1 whatever the update). Carried tensors are stored in the base's dtype, the one they run in.
     """
     from tqdm.auto import tqdm
 
+    if type(base) is not type(finetune):
+        raise ValueError(f"the fine-tune ({type(finetune).__name__}) is another kind of model than the base "
+                         f"({type(base).__name__}); a delta compresses a fine-tune of its own base: pass the base the "
+                         "fine-tune was trained from")
     base_state = base.state_dict()
     ft_modules, base_modules = dict(finetune.named_modules()), dict(base.named_modules())
     names = select_modules(finetune, select, exclude)
     masks, scales, shapes = {}, {}, {}
-    for name in tqdm(names, desc="compress", disable=not progress or len(names) < 8):
+    for name in names:  # all checked before the progress bar starts
         if name not in base_modules or not is_linear_like(base_modules[name]):
             raise ValueError(f"the base model has no Linear layer {name!r}; base and fine-tune must share an architecture")
         w_ft, w_base = linear_weight(ft_modules[name]), linear_weight(base_modules[name])
         if w_ft.shape != w_base.shape:
-            raise ValueError(f"{name}: fine-tune weight {tuple(w_ft.shape)} vs base {tuple(w_base.shape)}")
-        if w_ft.dtype != w_base.dtype:
-            raise ValueError(f"{name}: fine-tune is {w_ft.dtype} but base is {w_base.dtype}; load both in one dtype "
-                             "(the delta is computed in the models' dtype, as in the official code)")
-        delta = w_ft - w_base  # (out, in), rounded to the models' dtype first
+            raise ValueError(f"{name}: fine-tune weight {tuple(w_ft.shape)} vs base {tuple(w_base.shape)}; the "
+                             "fine-tune has other sizes than this base: pass the base it was trained from")
+    for name in tqdm(names, desc="compress", disable=not progress or len(names) < 8):
+        w_ft, w_base = linear_weight(ft_modules[name]), linear_weight(base_modules[name])
+        wide = torch.promote_types(w_ft.dtype, w_base.dtype)
+        delta = w_ft.to(wide) - w_base.to(wide)  # (out, in); bf16 and fp16 values are exact in fp32
         masks[name] = pack_signs(delta)
         scales[name] = delta.float().abs().mean()
         shapes[name] = tuple(delta.shape)
@@ -320,6 +342,8 @@ def compress(
             continue
         seen.add(id(t))
         b = base_state.get(key)
+        if b is not None and b.shape == t.shape and b.is_floating_point() and t.is_floating_point():
+            t = t.to(b.dtype)
         if b is None or b.shape != t.shape or b.dtype != t.dtype or not torch.equal(b, t):
             params[key] = t.detach().clone()
     return BitDelta(masks=masks, scales=scales, shapes=shapes, params=params, base=base_name,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -314,8 +315,15 @@ class BitDeltaModule(_SavedAsDelta):
         ``merged=False`` keeps packed bits and computes x·W_baseᵀ + α·(x·Sᵀ) on the fly.
         """
         delta = BitDelta.load(directory)
-        base_model = load_model(base if base is not None else delta.base, revision=delta.base_revision,
-                                dtype=delta.base_dtype, relative_to=directory)
+        try:
+            base_model = load_model(base if base is not None else delta.base, revision=delta.base_revision,
+                                    dtype=delta.base_dtype, relative_to=directory)
+        except FileNotFoundError as err:
+            if base is not None:
+                raise
+            raise FileNotFoundError(f"the delta {directory} applies to the base it names, {delta.base!r}, which cannot "
+                                    f"be loaded ({err}); put the base there, or load the delta with base=<zoo name, "
+                                    "folder or HF repo id> (--base)") from None
         delta.check_base(base_model, verify=verify_base)
         hp = {**hparams, **delta.hparams(), "base": hparams["base"]}
         if merged is not None:
@@ -341,8 +349,37 @@ class BitDeltaModule(_SavedAsDelta):
         return self
 
     # ------------------------------------------------------------------ running
-    def generate(self, prompt: str, max_new_tokens: int = 80, temperature: float = 0.0, *, top_k: int = 0,
-                 top_p: float = 1.0, seed: int | None = None, tokenizer=None) -> str:
+    def _base_task_api(self, name: str) -> Any:
+        """The attribute ``name`` of a zoo base model if its class adds it to ZooModule (its task API), else None.
+        In-place methods (``weights_from_checkpoint_``) are not passed on: they would change the base, not the delta."""
+        base = self.__dict__.get("_modules", {}).get("model")
+        if name.startswith("_") or name.endswith("_") or not isinstance(base, ZooModule) or hasattr(ZooModule, name):
+            return None
+        return getattr(base, name) if hasattr(type(base), name) else None
+
+    def __getattr__(self, name: str) -> Any:
+        """A delta of a zoo model answers its base's task API (EScAIP's ``as_calculator``, chess's ``engine``, RCG's
+        ``sample``, ...) on the fine-tune's weights: the base this delta was applied to runs it."""
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            found = self._base_task_api(name)
+            if found is None:
+                raise
+            return found
+
+    def __dir__(self) -> list[str]:
+        base = self.__dict__.get("_modules", {}).get("model")
+        return sorted({*super().__dir__(), *(n for n in dir(base) if self._base_task_api(n) is not None)})
+
+    def generate(self, *args, **kwargs):
+        """The fine-tune's ``generate``: a zoo base's own (a CausalLM's text, an RCG stage's images), or for a Hugging
+        Face causal LM :meth:`_continue_text`."""
+        own = self._base_task_api("generate")
+        return own(*args, **kwargs) if own is not None else self._continue_text(*args, **kwargs)
+
+    def _continue_text(self, prompt: str, max_new_tokens: int = 80, temperature: float = 0.0, *, top_k: int = 0,
+                      top_p: float = 1.0, seed: int | None = None, tokenizer=None) -> str:
         """Continue ``prompt`` with the fine-tune (greedy at temperature 0), in its base's vocabulary: bytes for the
         zoo's byte-level family, the base's Hugging Face tokenizer otherwise (``tokenizer`` overrides; a Mistral
         delta offline needs it, see :func:`text_tokenizer`)."""
@@ -399,7 +436,7 @@ class ScaleDistillation(_SavedAsDelta):
         self,
         base: str,
         finetune: str,
-        select: str | list[str] = "official",
+        select: str | list[str] = "auto",
         exclude: list[str] | None = None,
         mode: str = "scales",
         lr: float = 1e-4,
@@ -438,7 +475,7 @@ class ScaleDistillation(_SavedAsDelta):
         if hp.mode == "official":  # the official optimizer gets every student parameter; base weights are buffers
             for p in student.parameters():
                 p.requires_grad_(True)
-        self.model = student
+        self.model = student.eval()  # see train()
         self._identity = delta.identity()
         self._new_tensors = [k for k in delta.params if k not in self._base_tensors]
         teacher.requires_grad_(False)
@@ -448,8 +485,21 @@ class ScaleDistillation(_SavedAsDelta):
     def teacher(self) -> nn.Module:
         return self._teacher[0]
 
+    def train(self, mode: bool = True) -> ScaleDistillation:
+        # the student runs as the teacher does, in eval mode (dropout off; so does the official train.py, whose
+        # models stay as from_pretrained returns them): its logits are to match the teacher's, and only α and the
+        # carried tensors train
+        super().train(mode)
+        self.model.eval()
+        return self
+
     def on_fit_start(self) -> None:
+        from lightning.pytorch.utilities.warnings import PossibleUserWarning
+
+        self.train()
         self.teacher.to(self.device)
+        # that is by design here, so Lightning's warning about modules in eval mode does not apply
+        warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode", category=PossibleUserWarning)
 
     def distillation_loss(self, batch) -> torch.Tensor:
         """MSE between student and teacher logits, torch's mean over batch × sequence × vocab (padding included)."""

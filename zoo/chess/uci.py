@@ -8,7 +8,9 @@ short for all of them, it values them in chunks, most forcing first (checks, cap
 best one valued before the deadline; ``infinite`` and ``ponder`` hold the move until ``stop`` / ``ponderhit``.
 
 Options: ``Threads`` (torch CPU threads), ``Move Overhead`` (ms kept back from each time limit for the GUI and the
-pipe) and ``Model`` (a catalog name or repo folder: setting it loads that model).
+pipe), ``MultiPV`` (how many moves a ``go`` reports, each on its own ``info ... multipv k ... pv MOVE`` line: the
+move it plays first, then the others by value, as analysis GUIs and python-chess's ``analyse(multipv=N)`` read
+them) and ``Model`` (a catalog name or repo folder: setting it loads that model).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ __all__ = ["UCIProtocol", "GoLimits", "win_prob_to_centipawns", "play_terminal",
 
 _LICHESS_SLOPE = 0.00368208
 _DEFAULT_OVERHEAD_MS = 10
+_MAX_MULTIPV = 500  # as Stockfish's; more than any position's legal moves
 _MOVES_TO_GO = 30  # a clock without movestogo is shared as if this many moves were left
 _PLAN_SHARE = 0.8  # work is planned for this share of the time left: a forward's time varies on a busy CPU
 _GO_FLAGS = ("ponder", "infinite")
@@ -122,6 +125,7 @@ class UCIProtocol:
         self.board: chess.Board | None = chess.Board()  # None after a position command that failed
         self.threads = threads or _usable_cores()
         self.overhead_ms = _DEFAULT_OVERHEAD_MS
+        self.multipv = 1
         self.row_seconds = 0.0  # measured seconds per valued move (set by the load), for the time budget
         self._load = load
         self._engine: ChessEngine | None = None
@@ -152,6 +156,7 @@ class UCIProtocol:
             self.send("id author zoo (ChessBench transformer, searchless)")
             self.send(f"option name Threads type spin default {self.threads} min 1 max 512")
             self.send(f"option name Move Overhead type spin default {_DEFAULT_OVERHEAD_MS} min 0 max 5000")
+            self.send(f"option name MultiPV type spin default 1 min 1 max {_MAX_MULTIPV}")
             self.send(f"option name Model type string default {self.name}")
             self.send("uciok")
         elif command == "isready":
@@ -219,7 +224,7 @@ class UCIProtocol:
     def _setoption(self, args: list[str]) -> None:
         name, _, value = " ".join(args).removeprefix("name ").partition(" value ")
         name, value = name.strip().lower(), value.strip()
-        if name in ("threads", "move overhead"):
+        if name in ("threads", "move overhead", "multipv"):
             try:
                 number = int(value)
             except ValueError:
@@ -227,6 +232,8 @@ class UCIProtocol:
                 return
             if name == "threads":
                 self.threads = max(1, number)
+            elif name == "multipv":
+                self.multipv = min(max(1, number), _MAX_MULTIPV)
             else:
                 self.overhead_ms = max(0, number)
         elif name == "model" and value:
@@ -278,13 +285,16 @@ class UCIProtocol:
         deadline = None if budget is None else start + budget - self.overhead_ms / 1000
         analysis, valued = self._analyse(engine, self.board, limits.searchmoves, deadline)
         move = engine.choose(analysis)
-        i = analysis.moves.index(move)
         ms = int(1000 * (self.clock() - start))
-        if analysis.policy == "behavioral_cloning":
-            self.send(f"info depth 1 nodes {valued} time {ms} pv {move.uci()} string p={math.exp(analysis.scores[i]):.4f}")
-        else:
-            cp = win_prob_to_centipawns(float(analysis.scores[i]))
-            self.send(f"info depth 1 nodes {valued} time {ms} score cp {cp} pv {move.uci()}")
+        # the played move is line 1 (with a temperature it need not be the best valued), the others follow by value
+        lines = [move, *(m for m, _ in analysis.ranked() if m != move)][: self.multipv]
+        for k, line_move in enumerate(lines, 1):
+            score = float(analysis.scores[analysis.moves.index(line_move)])
+            head = f"info depth 1 multipv {k}" if self.multipv > 1 else "info depth 1"
+            if analysis.policy == "behavioral_cloning":
+                self.send(f"{head} nodes {valued} time {ms} pv {line_move.uci()} string p={math.exp(score):.4f}")
+            else:
+                self.send(f"{head} nodes {valued} time {ms} score cp {win_prob_to_centipawns(score)} pv {line_move.uci()}")
         self._answer(f"bestmove {move.uci()}", limits.held)
 
     def _answer(self, line: str, held: bool) -> None:

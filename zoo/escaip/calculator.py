@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from ase.calculators.calculator import Calculator, PropertyNotImplementedError, all_changes
 from ase.stress import full_3x3_to_voigt_6_stress
-
-from zoo.escaip.data import atoms_to_batch
 
 __all__ = ["EScAIPCalculator"]
 
@@ -32,21 +29,36 @@ class EScAIPCalculator(Calculator):
 
     def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
         super().calculate(atoms, properties, system_changes)
-        want_stress = "stress" in properties
-        if want_stress:
-            if "stress" not in self.implemented_properties:
-                raise PropertyNotImplementedError(
-                    "this EScAIP model predicts forces directly, so it has no stress; use a gradient-force model"
-                )
-            if not self.atoms.pbc.all():
-                raise PropertyNotImplementedError("stress needs a fully periodic cell (atoms.pbc all True)")
-        batch = atoms_to_batch([self.atoms], self.device)
-        with torch.no_grad():
-            out = self.module.predict(batch, stress=want_stress if self.module.model.gradient else None)
-        energy = float(out["energy"][0])
-        self.results = {"energy": energy, "free_energy": energy}
+        self.results = self.calculate_many([self.atoms], properties)[0]
+
+    def calculate_many(self, images, properties=("energy", "forces"), max_atoms: int = 4096) -> list[dict]:
+        """The results of many structures (an ensemble, replicas, a trajectory's frames) in few forward passes of
+        at most ``max_atoms`` atoms (``EScAIPModule.predict_many``): one dict per structure with the keys of
+        ``calc.results``. Each equals a ``calculate`` of that structure alone up to float rounding; the
+        structures and this calculator's own results are left as they are."""
+        want_stress = self._check_stress(properties, images)
+        outs = self.module.predict_many(images, stress=want_stress if self.module.model.gradient else None,
+                                        max_atoms=max_atoms)
+        return [self._ase_results(out, want_stress) for out in outs]
+
+    def _check_stress(self, properties, images) -> bool:
+        if "stress" not in properties:
+            return False
+        if "stress" not in self.implemented_properties:
+            raise PropertyNotImplementedError(
+                "this EScAIP model predicts forces directly, so it has no stress; use a gradient-force model"
+            )
+        if not all(atoms.pbc.all() for atoms in images):
+            raise PropertyNotImplementedError("stress needs a fully periodic cell (atoms.pbc all True)")
+        return True
+
+    @staticmethod
+    def _ase_results(out: dict, want_stress: bool) -> dict:
+        """One structure's ``predict`` output -> ASE results (float64 numpy; stress in Voigt order)."""
+        energy = float(out["energy"])
+        results = {"energy": energy, "free_energy": energy}
         if "forces" in out:
-            self.results["forces"] = out["forces"].detach().double().cpu().numpy()
+            results["forces"] = out["forces"].double().cpu().numpy()
         if want_stress:
-            stress = out["stress"][0].detach().double().cpu().numpy()
-            self.results["stress"] = full_3x3_to_voigt_6_stress(np.asarray(stress))
+            results["stress"] = full_3x3_to_voigt_6_stress(out["stress"].double().cpu().numpy())
+        return results

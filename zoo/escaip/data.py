@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from zoo.errors import InputError
 from zoo.training import EpochSampler, MidEpochResume, ResumableBatchSampler
 
 __all__ = [
@@ -82,6 +84,26 @@ def atoms_to_batch(atoms_list, device: torch.device | str = "cpu") -> dict[str, 
     return {k: v.to(device) for k, v in batch.items()}
 
 
+def _read_samples(path: Path) -> Iterator[Sample]:
+    """The labelled frames of one file; a frame that cannot be read or has no labels is an InputError naming the
+    file and the frame (ase's own error says neither: "Frame has 2 atoms, expected 21")."""
+    import ase.io
+
+    frames = ase.io.iread(str(path), index=":")
+    for frame in itertools.count():
+        try:
+            atoms = next(frames, None)
+        except Exception as err:  # noqa: BLE001  (ase's readers raise many kinds for a damaged file)
+            raise InputError(f"{path}: frame {frame} (counting from 0) cannot be read ({err}): the file is truncated "
+                             "or malformed; write it again") from None
+        if atoms is None:
+            return
+        try:
+            yield atoms_to_sample(atoms)
+        except ValueError as err:
+            raise InputError(f"{path}: frame {frame} (counting from 0): {err}") from None
+
+
 def read_structures(paths: str | os.PathLike | Sequence[str | os.PathLike],
                     exclude: Sequence[str] = ()) -> list[Sample]:
     """Read every frame of extxyz files and ASE databases (anything ``ase.io.read`` knows).
@@ -90,8 +112,6 @@ def read_structures(paths: str | os.PathLike | Sequence[str | os.PathLike],
     ``exclude`` holds ``fnmatch`` patterns on file paths (``"*/T500_s1/*"``) to hold whole trajectories out.
     """
     import fnmatch
-
-    import ase.io
 
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -106,7 +126,7 @@ def read_structures(paths: str | os.PathLike | Sequence[str | os.PathLike],
     files = [f for f in files if not any(fnmatch.fnmatch(f.as_posix(), pattern) for pattern in exclude)]
     samples: list[Sample] = []
     for path in files:
-        samples.extend(atoms_to_sample(a) for a in ase.io.read(str(path), index=":"))
+        samples.extend(_read_samples(path))
     if not samples:
         raise ValueError(f"no structures in {list(map(str, paths))}" + (f" after excluding {list(exclude)}" if exclude else ""))
     return samples
@@ -263,13 +283,15 @@ class EScAIPDataModule(MidEpochResume, L.LightningDataModule):
         self.val_set: AtomsDataset | None = None
 
     def check_data(self) -> None:
-        """Raise the error ``setup`` would for a missing path, before training starts (``zoo train`` calls it)."""
+        """Read the data now, before training starts (``zoo train`` calls it): a missing path, or a truncated or
+        unlabelled frame, is one error naming it, and ``setup`` then reuses what was read."""
         h = self.hparams
         for paths in (h.train, h.val or []):
             for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
                 if not Path(path).exists():
                     raise FileNotFoundError(f"{path} does not exist: make data with `zoo escaip make-data` (see "
                                             "`zoo escaip make-data --help`), or give your own extxyz files")
+        self.setup("fit")
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:

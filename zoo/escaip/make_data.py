@@ -24,11 +24,13 @@ import importlib.util
 import json
 import math
 import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+
+from zoo.errors import StorageError
+from zoo.io import atomic_path, write_text_atomic
 
 __all__ = ["Job", "MOLECULES", "SLABS", "METALS", "build_system", "plan_jobs", "plan_qm9_jobs", "select_qm9",
            "select_smiles", "smiles_lines", "write_selection", "g2_formulas", "g2_test_molecules", "run_job",
@@ -302,11 +304,7 @@ def write_selection(out: str | os.PathLike, select, n: int) -> None:
             raise ValueError(f"{out} holds a selection of {have} molecules, not {n}: rerun with the same molecules "
                              f"(--qm9 {have}, or the same --smiles list), or use a new output folder")
         return
-    molecules = select()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{SELECTION}.tmp")
-    tmp.write_text(json.dumps(molecules))
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(select()))
 
 
 @functools.lru_cache(maxsize=2)
@@ -536,15 +534,8 @@ def _block_segments(job: Job, out: str, first_seg: int):
 def _write_segment(folder: Path, seg: int, frames: list) -> None:
     import ase.io
 
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".seg.", suffix=".extxyz", dir=folder)
-    os.close(fd)
-    try:
-        ase.io.write(tmp, frames, format="extxyz")
-        os.replace(tmp, folder / f"seg_{seg:05d}.extxyz")
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with atomic_path(folder / f"seg_{seg:05d}.extxyz") as tmp:
+        ase.io.write(str(tmp), frames, format="extxyz")
 
 
 def run_job(job: Job, out: str, progress=None) -> int:
@@ -569,6 +560,8 @@ def _worker(args) -> tuple[str, int, str | None]:
     job, out, queue = args
     try:
         return job.folder, run_job(job, out, queue), None
+    except StorageError:  # a full disk or a read-only folder fails every job alike: stop the run, with one error
+        raise
     except Exception as err:  # report and carry on with the other trajectories
         return job.folder, 0, f"{type(err).__name__}: {err}"
 
@@ -581,13 +574,10 @@ def make_data(out: str | os.PathLike, jobs: list[Job], workers: int = 1) -> dict
     from tqdm import tqdm
 
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     labels = {"xtb": "GFN2-xTB (tblite)", "qm9": "GFN2-xTB (tblite)", "pair": "GFN2-xTB (tblite)",
               "g2": "GFN2-xTB (tblite)", "emt": "ASE EMT", "bulk": "ASE EMT"}
     manifest = {"jobs": [asdict(j) for j in jobs], "labels": labels}
-    tmp = out / ".manifest.json.tmp"
-    tmp.write_text(json.dumps(manifest, indent=1))
-    os.replace(tmp, out / "manifest.json")
+    write_text_atomic(out / "manifest.json", json.dumps(manifest, indent=1))
 
     total = sum(j.n_frames for j in jobs)
     already = sum(min(len(_segments_done(out, j)) * j.segment_frames, j.n_frames) for j in jobs)
@@ -603,13 +593,15 @@ def make_data(out: str | os.PathLike, jobs: list[Job], workers: int = 1) -> dict
 
         reader = threading.Thread(target=follow, daemon=True)
         reader.start()
-        if workers <= 1:
-            results = [_worker((j, str(out), queue)) for j in todo]
-        else:
-            with ctx.Pool(workers) as pool:
-                results = list(pool.imap_unordered(_worker, [(j, str(out), queue) for j in todo]))
-        queue.put(None)
-        reader.join()
+        try:
+            if workers <= 1:
+                results = [_worker((j, str(out), queue)) for j in todo]
+            else:
+                with ctx.Pool(workers) as pool:
+                    results = list(pool.imap_unordered(_worker, [(j, str(out), queue) for j in todo]))
+        finally:  # also when a job stops the run: the reader must not outlive the manager it reads from
+            queue.put(None)
+            reader.join()
     for folder, _, err in results:
         if err:
             errors[folder] = err

@@ -287,19 +287,18 @@ class EdgeEmbedding(nn.Module):
         self.edge_attr_norm = make_norm(cfg.normalization, H)
 
     def embed_edges(self, geo: Geometry) -> Tensor:
-        nbr = geo.graph.index  # (N, K)
+        # edge_attr_linear split by its input columns: the source and target columns hold per-atom values, so
+        # their share is computed once per atom, then gathered (source) or broadcast (target) over the slots
+        linear = self.edge_attr_linear[0]
+        n_dist = self.edge_distance_embedding[0].out_features
+        n_atom = (linear.in_features - n_dist) // 2
+        w_dist, w_src, w_tgt = linear.weight.split([n_dist, n_atom, n_atom], 1)
         z = geo.atomic_numbers
-        K = nbr.shape[1]
-        tgt_dir = self.target_direction_embedding(geo.boo)  # (N, D)
-        tgt_atom = self.target_atomic_embedding(z)  # (N, A)
-        parts = [
-            self.edge_distance_embedding(geo.rbf),  # (N, K, R)
-            self.source_direction_embedding(geo.boo)[nbr],  # (N, K, D)
-            self.source_atomic_embedding(z)[nbr],  # (N, K, A)
-            tgt_dir[:, None].expand(-1, K, -1),
-            tgt_atom[:, None].expand(-1, K, -1),
-        ]
-        return self.edge_attr_norm(self.edge_attr_linear(torch.cat(parts, -1)))  # (N, K, H)
+        src = F.linear(torch.cat([self.source_direction_embedding(geo.boo), self.source_atomic_embedding(z)], -1), w_src)
+        tgt = F.linear(torch.cat([self.target_direction_embedding(geo.boo), self.target_atomic_embedding(z)], -1),
+                       w_tgt, linear.bias)
+        pre = F.linear(self.edge_distance_embedding(geo.rbf), w_dist) + src[geo.graph.index] + tgt[:, None]
+        return self.edge_attr_norm(self.edge_attr_linear[1](pre))  # (N, K, H)
 
 
 class InputLayer(EdgeEmbedding):
@@ -346,30 +345,41 @@ class GraphAttention(EdgeEmbedding):
         else:
             self.scale = 1.0 / math.sqrt(cfg.head_dim)
 
-    def forward(self, node: Tensor, edge: Tensor, geo: Geometry) -> Tensor:
+    def forward(self, node: Tensor, edge: Tensor, geo: Geometry, all_queries: bool = True) -> Tensor:
+        """(N, K, H) attention output of every slot, or (N, 1, H) of the self-loop only (``all_queries=False``)."""
         N, K, H = edge.shape
         nbr = geo.graph.index
         ea = self.embed_edges(geo)  # (N, K, H)
-        nh = self.node_hidden_linear(torch.cat([node[nbr], node[:, None].expand(-1, K, -1)], -1))
+        # node_hidden_linear on [node_j | node_i], split by input columns: one per-atom product for each half
+        linear = self.node_hidden_linear[0]
+        w_nbr, w_centre = linear.weight.split(H, 1)
+        nh = self.node_hidden_linear[1](F.linear(node, w_nbr)[nbr] + F.linear(node, w_centre, linear.bias)[:, None])
         eh = self.edge_hidden_linear(edge)
         msg = self.message_norm(self.message_linear(torch.cat([ea, eh, nh], -1)))  # (N, K, H)
 
         def heads(x: Tensor) -> Tensor:
-            return x.view(N, K, self.num_heads, -1).transpose(1, 2)  # (N, nh, K, hd)
+            return x.view(N, -1, self.num_heads, H // self.num_heads).transpose(1, 2)  # (N, nh, K or 1, hd)
 
-        q, k, v = heads(self.attn_in_proj_q(msg)), heads(self.attn_in_proj_k(msg)), heads(self.attn_in_proj_v(msg))
+        projections = (self.attn_in_proj_k, self.attn_in_proj_v)
+        if all_queries:
+            projections = (self.attn_in_proj_q, *projections)
+        # the projections as one product (their weights side by side); split, not sliced: a slice's backward
+        # writes into a zero tensor of the whole input, one per slice
+        qkv = F.linear(msg, torch.cat([p.weight for p in projections]), torch.cat([p.bias for p in projections]))
+        *q, k, v = (heads(x) for x in qkv.split(H, -1))
+        q = q[0] if all_queries else heads(self.attn_in_proj_q(msg[:, :1]))
+        rows = K if all_queries else 1
+        legendre = geo.legendre if all_queries else [p_l[:, :, :1] for p_l in geo.legendre or ()]
         if self.groups is None:
             scores = q @ k.transpose(-1, -2)
         else:
             # sum_l P_l(u_a . u_b) <q_a, k_b>_{channels of group l}: the frequency embedding, in closed form
-            scores, start = 0, 0
-            for p_l, width in zip(geo.legendre, self.groups):
-                qk = q[..., start:start + width] @ k[..., start:start + width].transpose(-1, -2)
-                scores = scores + p_l * qk
-                start += width
-        scores = scores * self.scale + geo.attn_bias  # (N, nh, K, K); padded keys get -inf
-        attn = torch.softmax(scores, -1) @ v  # (N, nh, K, hd)
-        return self.attn_out_proj(attn.transpose(1, 2).reshape(N, K, H))
+            scores = 0
+            for p_l, q_l, k_l in zip(legendre, q.split(self.groups, -1), k.split(self.groups, -1)):
+                scores = scores + p_l * (q_l @ k_l.transpose(-1, -2))
+        scores = scores * self.scale + geo.attn_bias  # (N, nh, K or 1, K); padded keys get -inf
+        attn = torch.softmax(scores, -1) @ v  # (N, nh, K or 1, hd)
+        return self.attn_out_proj(attn.transpose(1, 2).reshape(N, rows, H))
 
 
 class FeedForward(nn.Module):
@@ -392,16 +402,18 @@ class TransformerBlock(nn.Module):
         self.norm_ffn_node = make_norm(cfg.normalization, H)
         self.norm_ffn_edge = make_norm(cfg.normalization, H) if edge_ffn else None
 
-    def forward(self, node: Tensor, edge: Tensor, geo: Geometry) -> tuple[Tensor, Tensor]:
-        attn = self.graph_attention(self.norm_attn_node(node), self.norm_attn_edge(edge), geo)  # (N, K, H)
+    def forward(self, node: Tensor, edge: Tensor, geo: Geometry) -> tuple[Tensor, Tensor | None]:
+        """The new (node, edge) streams; edge is None after a last block without edge FFN (nothing reads it)."""
+        edge_out = self.feedforward.mlp_edge is not None
+        # without an edge FFN (the last block of a gradient model; officially an identity edge branch, edge + edge,
+        # whose output nothing reads) only the self-loop's attention row is needed
+        attn = self.graph_attention(self.norm_attn_node(node), self.norm_attn_edge(edge), geo, all_queries=edge_out)
         node = node + attn[:, 0]
+        if not edge_out:
+            return node + self.feedforward.mlp_node(self.norm_ffn_node(node)), None
         edge = edge + attn
         node = node + self.feedforward.mlp_node(self.norm_ffn_node(node))
-        if self.feedforward.mlp_edge is not None:
-            edge = edge + self.feedforward.mlp_edge(self.norm_ffn_edge(edge))
-        else:
-            edge = edge + edge  # the official identity branch
-        return node, edge
+        return node, edge + self.feedforward.mlp_edge(self.norm_ffn_edge(edge))
 
 
 class ReadoutLayer(nn.Module):

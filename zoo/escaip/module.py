@@ -8,6 +8,7 @@ weights (safetensors, Lightning checkpoints).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -80,6 +81,25 @@ class TargetScaling(nn.Module):
                     buf = getattr(self, name)
                     buf.copy_(torch.as_tensor(np.asarray(value), dtype=buf.dtype, device=buf.device))
             self.fitted.fill_(True)
+
+
+PER_ATOM_KEYS = ("atomic_numbers", "pos", "forces")  # collate_atoms' per-atom fields; the others are per system
+
+
+def _split_batch(batch: dict[str, Tensor], max_atoms: int):
+    """Consecutive sub-batches of whole systems, each of at most ``max_atoms`` atoms (or one larger system)."""
+
+    def part(first_sys: int, end_sys: int, first_atom: int, n_atoms: int) -> dict[str, Tensor]:
+        return {key: value[first_atom:first_atom + n_atoms] if key in PER_ATOM_KEYS else value[first_sys:end_sys]
+                for key, value in batch.items()}
+
+    first_sys = first_atom = size = 0
+    for g, n in enumerate(batch["natoms"].tolist()):
+        if size and size + n > max_atoms:
+            yield part(first_sys, g, first_atom, size)
+            first_sys, first_atom, size = g, first_atom + size, 0
+        size += n
+    yield part(first_sys, len(batch["natoms"]), first_atom, size)
 
 
 def validate_inputs(batch: dict[str, Tensor], scaling: TargetScaling, max_num_elements: int) -> None:
@@ -159,6 +179,30 @@ class EScAIPModule(ZooModule):
     def predict(self, batch: dict[str, Tensor], *, stress: bool | None = None) -> dict[str, Tensor]:
         """Physical predictions (detached): energy (G,) float64 in eV, forces (N, 3) eV/Å, stress (G, 3, 3) eV/Å^3."""
         validate_inputs(batch, self.scaling, self.cfg.max_num_elements)
+        return self._predict_valid(batch, stress=stress)
+
+    def predict_many(self, images: Sequence, *, stress: bool | None = None,
+                     max_atoms: int = 4096) -> list[dict[str, Tensor]]:
+        """``predict`` of many ``ase.Atoms`` in few forward passes (each of at most ``max_atoms`` atoms, bounding
+        memory; a larger structure goes alone): one dict per structure, energy () float64 in eV, forces (n, 3)
+        eV/Å, stress (3, 3) eV/Å^3, equal to a ``predict`` of that structure alone up to float rounding."""
+        from zoo.escaip.data import atoms_to_batch
+
+        device = next(self.parameters()).device
+        batch = atoms_to_batch(images, device)
+        validate_inputs(batch, self.scaling, self.cfg.max_num_elements)  # once: errors name the system's index
+        results: list[dict[str, Tensor]] = []
+        for part in _split_batch(batch, max_atoms):
+            out = self._predict_valid(part, stress=stress)
+            forces = out["forces"].split(part["natoms"].tolist()) if "forces" in out else None
+            for g in range(len(part["natoms"])):
+                one = {key: value[g] for key, value in out.items() if key != "forces"}
+                if forces is not None:
+                    one["forces"] = forces[g]
+                results.append(one)
+        return results
+
+    def _predict_valid(self, batch: dict[str, Tensor], *, stress: bool | None) -> dict[str, Tensor]:
         with torch.no_grad():  # gradient models switch autograd back on inside for -dE/dx
             raw = self.model(batch["pos"], batch["atomic_numbers"], batch["cell"], batch["pbc"], batch["natoms"],
                              stress=stress)

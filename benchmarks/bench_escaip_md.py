@@ -1,0 +1,277 @@
+"""EScAIP for molecular dynamics: ms per energy+forces call and MD steps/s, against what a user would pick instead.
+
+Engines, all through their ASE calculators, in one process on one thread (OMP_NUM_THREADS=1, torch 1 thread):
+  zoo    escaip-qm9-xtb (the molecule default; gradient forces), float32;
+  xtb    GFN2-xTB through tblite's ASE calculator (the labels escaip-qm9-xtb learned);
+  mace   a mace-torch ScaleShiftMACE of about the zoo model's parameter count (NxOe, L=3, correlation 3, 2
+         layers), random weights;
+  ani1   ANI-2x's architecture (torchani), one network, random weights (torchani downloads trained weights at
+         run time, which this machine cannot); ani8 the 8-network ensemble.
+Peers that do not import are skipped with a note: mace-torch and torchani are benchmark-only dependencies
+(benchmarks/README.md says how to put them in a separate venv). Molecules come from SMILES (RDKit conformers);
+the 501-atom system is a water cluster.
+
+Timing on a shared machine is noisy, so every size measures its engines interleaved (call by call, MD run by
+MD run), several times, and reports medians; ratios are of medians taken in the same process.
+
+    python benchmarks/bench_escaip_md.py                 # 9 .. 501 atoms, then the batched API
+    python benchmarks/bench_escaip_md.py --sizes 21 --repeats 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch and tblite load their thread pools
+
+# name -> SMILES; sizes with hydrogens in the comments
+MOLECULES = {
+    9: "CCO",  # ethanol
+    15: "Cc1ccccc1",  # toluene
+    21: "CC(=O)Oc1ccccc1C(=O)O",  # aspirin
+    33: "CC(C)Cc1ccc(cc1)C(C)C(=O)O",  # ibuprofen
+    60: "CCCCCCCCC=CCCCCCCCC(=O)OCC",  # ethyl oleate
+    119: "C" * 39,  # nonatriacontane
+}
+WATER_CLUSTER = 501
+# 64 molecules of 15-35 atoms for the batched API (8 conformers of each)
+BATCH_SMILES = ["Cc1ccccc1", "CC(=O)Oc1ccccc1C(=O)O", "CC(C)Cc1ccc(cc1)C(C)C(=O)O", "CC(=O)Nc1ccc(O)cc1",
+                "Cn1cnc2c1c(=O)n(C)c(=O)n2C", "OC(=O)c1ccccc1O", "CCN(CC)CC(=O)N", "CC(C)(C)c1ccc(O)cc1"]
+
+
+def embed(smiles: str, seed: int = 0):
+    from ase import Atoms
+    from rdkit import Chem
+    from rdkit.Chem import AllChem
+
+    mol = Chem.AddHs(Chem.MolFromSmiles(smiles))
+    if AllChem.EmbedMolecule(mol, randomSeed=seed) != 0:
+        raise RuntimeError(f"RDKit could not embed {smiles}")
+    AllChem.MMFFOptimizeMolecule(mol)
+    return Atoms([a.GetSymbol() for a in mol.GetAtoms()], mol.GetConformer().GetPositions())
+
+
+def water_cluster(n_atoms: int, seed: int = 0):
+    """Waters on a 3.1 Å grid, randomly oriented, the grid points nearest the centre."""
+    import numpy as np
+    from ase import Atoms
+    from ase.build import molecule
+
+    rng = np.random.default_rng(seed)
+    side = int(np.ceil((n_atoms // 3) ** (1 / 3))) + 2
+    grid = np.stack(np.meshgrid(*[np.arange(side)] * 3, indexing="ij"), -1).reshape(-1, 3) * 3.1
+    grid = grid[np.argsort(((grid - grid.mean(0)) ** 2).sum(1))][: n_atoms // 3]
+    cluster = Atoms()
+    for centre in grid:
+        water = molecule("H2O")
+        water.rotate(rng.uniform(0, 360), rng.normal(size=3))
+        water.translate(centre)
+        cluster += water
+    return cluster
+
+
+def systems(sizes):
+    out = {}
+    for n in sizes:
+        atoms = water_cluster(n) if n == WATER_CLUSTER else embed(MOLECULES[n])
+        assert len(atoms) == n, (n, len(atoms))
+        out[n] = atoms
+    return out
+
+
+# ----------------------------------------------------------------------------- engines
+def zoo_calculator(name: str):
+    import zoo
+
+    return zoo.load(name).as_calculator()
+
+
+def xtb_calculator():
+    from tblite.ase import TBLite
+
+    return TBLite(method="GFN2-xTB", verbosity=0)
+
+
+def mace_calculator(n_parameters: int):
+    import numpy as np
+    import torch
+    from mace import modules  # before e3nn: mace lets e3nn load its constants file under torch >= 2.6
+    from mace.calculators import MACECalculator
+    from e3nn import o3
+
+    elements = [1, 6, 7, 8, 9, 16, 17]
+
+    def build(channels: int):
+        torch.manual_seed(0)
+        return modules.ScaleShiftMACE(
+            r_max=5.0, num_bessel=8, num_polynomial_cutoff=5, max_ell=3,
+            interaction_cls=modules.interaction_classes["RealAgnosticResidualInteractionBlock"],
+            interaction_cls_first=modules.interaction_classes["RealAgnosticResidualInteractionBlock"],
+            num_interactions=2, num_elements=len(elements), hidden_irreps=o3.Irreps(f"{channels}x0e"),
+            MLP_irreps=o3.Irreps("16x0e"), gate=torch.nn.functional.silu, atomic_energies=np.zeros(len(elements)),
+            avg_num_neighbors=10.0, atomic_numbers=elements, correlation=3, radial_MLP=[64, 64, 64],
+            atomic_inter_scale=1.0, atomic_inter_shift=0.0)
+
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    channels = min((32, 48, 64, 96, 128, 160), key=lambda c: abs(count(build(c)) - n_parameters))
+    model = build(channels).float()
+    label = f"{channels}x0e L3, 2 layers, {count(model) / 1e3:.0f}k params"
+    return MACECalculator(models=model, device="cpu", default_dtype="float32"), label
+
+
+def ani_calculator(n_networks: int):
+    from torchani.arch import Assembler
+    from torchani.models import SYMBOLS_2X
+
+    # torchani.models.ANI2x without its state dict: the same assembly, random weights
+    asm = Assembler(periodic_table_index=True)
+    asm.set_symbols(SYMBOLS_2X)
+    asm.set_global_cutoff_fn("cosine")
+    asm.set_aev_computer(radial="ani2x", angular="ani2x", strategy="pyaev")
+    asm.set_atomic_networks(ctor="ani2x")
+    asm.set_neighborlist("all_pairs")
+    asm.set_gsaes_as_self_energies("wb97x-631gd")
+    model = asm.assemble(n_networks)
+    model.requires_grad_(False)
+    return model.ase()
+
+
+def engines(zoo_name: str) -> dict:
+    import torch
+
+    torch.set_num_threads(1)
+    zoo_calc = zoo_calculator(zoo_name)
+    n_params = sum(p.numel() for p in zoo_calc.module.model.parameters())
+    found = {"zoo": (zoo_calc, f"{zoo_name}, {n_params / 1e3:.0f}k params, float32")}
+    peers = {
+        "xtb": lambda: (xtb_calculator(), "GFN2-xTB (tblite)"),
+        "mace": lambda: mace_calculator(n_params),
+        "ani1": lambda: (ani_calculator(1), "ANI-2x architecture, 1 network, random weights"),
+        "ani8": lambda: (ani_calculator(8), "ANI-2x architecture, 8-network ensemble, random weights"),
+    }
+    for name, make in peers.items():
+        try:
+            found[name] = make()
+        except ImportError as err:
+            print(f"note: {name} skipped, it does not import here ({err})")
+    torch.set_num_threads(1)  # a peer's import may have reset it
+    return found
+
+
+# ----------------------------------------------------------------------------- measurements
+def ms_per_call(calcs: dict, atoms, repeats: int) -> dict[str, float]:
+    """Median ms of one energy+forces call per engine, the engines interleaved call by call."""
+    times = {name: [] for name in calcs}
+    images = {name: atoms.copy() for name in calcs}
+    for name, calc in calcs.items():
+        images[name].calc = calc
+        images[name].get_forces()  # warm-up
+    for rep in range(repeats):
+        for name, image in images.items():
+            image.rattle(1e-3, seed=rep)  # new positions: nothing is reused from the previous call
+            start = time.perf_counter()
+            image.get_potential_energy()
+            image.get_forces()
+            times[name].append(time.perf_counter() - start)
+    return {name: 1e3 * statistics.median(t) for name, t in times.items()}
+
+
+def md_steps_per_s(calcs: dict, atoms, seconds: float, blocks: int, call_ms: dict) -> dict[str, float]:
+    """Median MD steps/s (velocity Verlet, 0.5 fs, 300 K start), the engines interleaved block by block."""
+    from ase import units
+    from ase.md.velocitydistribution import MaxwellBoltzmannDistribution
+    from ase.md.verlet import VelocityVerlet
+
+    rates = {name: [] for name in calcs}
+    runs = {}
+    for name, calc in calcs.items():
+        image = atoms.copy()
+        MaxwellBoltzmannDistribution(image, temperature_K=300, rng=__import__("numpy").random.default_rng(0))
+        image.calc = calc
+        runs[name] = VelocityVerlet(image, timestep=0.5 * units.fs)
+    for _ in range(blocks):
+        for name, dyn in runs.items():
+            steps = max(3, int(1e3 * seconds / max(call_ms[name], 1e-3)))
+            start = time.perf_counter()
+            dyn.run(steps)
+            rates[name].append(steps / (time.perf_counter() - start))
+    return {name: statistics.median(r) for name, r in rates.items()}
+
+
+def batched(calc, repeats: int) -> None:
+    """64 molecules of 15-35 atoms: one calculate_many against a loop of single calls, interleaved."""
+    import numpy as np
+
+    images = [embed(smiles, seed) for smiles in BATCH_SMILES for seed in range(8)]
+    for image in images:
+        image.rattle(0.02, seed=1)
+    sizes = [len(a) for a in images]
+
+    def loop():
+        out = []
+        for image in images:
+            calc.calculate(image, ["energy", "forces"])
+            out.append(dict(calc.results))
+        return out
+
+    loop_s, many_s = [], []
+    one, many = loop(), calc.calculate_many(images)  # warm-up, and the comparison
+    for _ in range(repeats):
+        start = time.perf_counter()
+        loop()
+        loop_s.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        calc.calculate_many(images)
+        many_s.append(time.perf_counter() - start)
+    d_energy = max(abs(a["energy"] - b["energy"]) for a, b in zip(one, many))
+    d_forces = max(np.abs(a["forces"] - b["forces"]).max() for a, b in zip(one, many))
+    loop_ms, many_ms = 1e3 * statistics.median(loop_s), 1e3 * statistics.median(many_s)
+    print(f"\nBatched API: {len(images)} molecules of {min(sizes)}-{max(sizes)} atoms ({sum(sizes)} atoms), "
+          f"median of {repeats}, interleaved")
+    print(f"  loop of calc.calculate: {loop_ms:8.1f} ms ({loop_ms / len(images):.2f} ms per molecule)")
+    print(f"  calc.calculate_many:    {many_ms:8.1f} ms ({many_ms / len(images):.2f} ms per molecule)")
+    print(f"  throughput x{loop_ms / many_ms:.2f}; largest difference: energy {d_energy:.2e} eV, "
+          f"forces {d_forces:.2e} eV/Å")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="escaip-qm9-xtb")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[*MOLECULES, WATER_CLUSTER],
+                        choices=[*MOLECULES, WATER_CLUSTER])
+    parser.add_argument("--repeats", type=int, default=15, help="timed calls per engine and size")
+    parser.add_argument("--md-seconds", type=float, default=0.5, help="about this long per MD block")
+    parser.add_argument("--md-blocks", type=int, default=3, help="MD blocks per engine and size")
+    parser.add_argument("--skip-batched", action="store_true")
+    args = parser.parse_args()
+
+    import torch
+
+    calcs = engines(args.model)
+    torch.set_num_threads(1)
+    print(f"threads: torch {torch.get_num_threads()}, OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}")
+    for name, (_, label) in calcs.items():
+        print(f"  {name:5s} {label}")
+    calcs = {name: calc for name, (calc, _) in calcs.items()}
+    peers = [name for name in calcs if name != "zoo"]
+    head = (f"{'atoms':>5} | " + " ".join(f"{n + ' ms':>9}" for n in calcs) + " | "
+            + " ".join(f"{n + ' st/s':>10}" for n in calcs) + " | " + " ".join(f"{'vs ' + n:>8}" for n in peers))
+    print(f"\nms per energy+forces call (median of {args.repeats}) and MD steps/s (median of {args.md_blocks} "
+          f"blocks of ~{args.md_seconds} s); 'vs X' = zoo steps/s / X steps/s")
+    print(head)
+    print("-" * len(head))
+    for n, atoms in systems(args.sizes).items():
+        call = ms_per_call(calcs, atoms, args.repeats)
+        rate = md_steps_per_s(calcs, atoms, args.md_seconds, args.md_blocks, call)
+        print(f"{n:>5} | " + " ".join(f"{call[k]:>9.2f}" for k in calcs) + " | "
+              + " ".join(f"{rate[k]:>10.1f}" for k in calcs) + " | "
+              + " ".join(f"{rate['zoo'] / rate[k]:>8.2f}" for k in peers), flush=True)
+    if not args.skip_batched:
+        batched(calcs["zoo"], max(3, args.repeats // 5))
+
+
+if __name__ == "__main__":
+    main()

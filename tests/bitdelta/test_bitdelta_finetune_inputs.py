@@ -1,0 +1,92 @@
+"""What `zoo bitdelta compress` / `distill` take from a user's fine-tune (issue 44): a float32 fine-tune of a bfloat16
+base (what `zoo finetune` publishes), and one clear line for a fine-tune of another model or a delta whose base is
+gone."""
+
+import shutil
+import warnings
+
+import pytest
+import torch
+from bitdelta_testdata import perturbed
+
+import zoo
+from zoo.bitdelta._bits import pack_signs
+from zoo.bitdelta.delta import BitDelta, linear_weight
+from zoo.cli import main
+
+BASE = "llama-bytes-3m"  # stored in bfloat16
+
+
+@pytest.fixture(scope="module")
+def float32_finetune(tmp_path_factory):
+    """A float32 fine-tune of the bfloat16 base, as `zoo finetune` publishes one: updates of std 1e-3."""
+    folder = tmp_path_factory.mktemp("ft32") / "finetune"
+    perturbed(zoo.load(BASE, dtype="float32"), scale=1e-3).save_pretrained(folder)
+    return folder
+
+
+def test_a_float32_finetune_of_a_bfloat16_base(float32_finetune, tmp_path, capsys):
+    assert main(["bitdelta", "compress", "--base", BASE, "--finetune", str(float32_finetune), "--out", str(tmp_path / "d")]) == 0
+    assert ("note: the fine-tune is float32, its base bfloat16: the signs and scales come from their difference in "
+            "float32") in capsys.readouterr().out
+    base, finetune, delta = zoo.load(BASE), zoo.load(float32_finetune), BitDelta.load(tmp_path / "d")
+    assert delta.base_dtype == "bfloat16" and {t.dtype for t in delta.params.values()} == {torch.bfloat16}
+    rounded = 0
+    for name in delta.modules:  # the signs of the float32 update, not of the fine-tune rounded to bfloat16
+        update = linear_weight(finetune.get_submodule(name)) - linear_weight(base.get_submodule(name)).float()
+        assert torch.equal(delta.masks[name], pack_signs(update))
+        assert delta.scales[name] == update.abs().mean()
+        rounded_update = linear_weight(finetune.get_submodule(name)).bfloat16() - linear_weight(base.get_submodule(name))
+        rounded += int((delta.masks[name] != pack_signs(rounded_update)).any())
+    assert rounded > 0  # casting the fine-tune first would have lost some updates' signs
+    # carried: every tensor the fine-tune changed, as it runs on the base (bfloat16); the loaded delta runs in bfloat16
+    state = finetune.state_dict()
+    assert all(torch.equal(t, state[k].bfloat16()) for k, t in delta.params.items())
+    loaded = zoo.load(tmp_path / "d")
+    assert {p.dtype for p in loaded.parameters() if p.is_floating_point()} == {torch.bfloat16, torch.float32}  # α fp32
+    assert loaded.generate("To be", 8) and not loaded.training
+
+
+def test_distill_a_float32_finetune_quietly(float32_finetune, tmp_path, capsys):
+    text = tmp_path / "text.txt"
+    text.write_text("It is a truth universally acknowledged, that a single man in possession of a good fortune. " * 8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["bitdelta", "distill", "--base", BASE, "--finetune", str(float32_finetune), "--out",
+                     str(tmp_path / "d"), "--data", str(text), "--steps", "2", "--batch-size", "2", "--max-length", "32",
+                     "--accelerator", "cpu"]) == 0
+    captured = capsys.readouterr()
+    assert "note: the fine-tune is float32, its base bfloat16" in captured.out
+    assert "/-2" not in captured.out + captured.err and "Epoch 0" in captured.out + captured.err  # no "Epoch 4/-2"
+    assert not [w for w in caught if "in eval mode" in str(w.message)]  # the student runs as the teacher: by design
+    assert BitDelta.load(tmp_path / "d").base_dtype == "bfloat16"
+
+
+def test_a_finetune_of_another_model_is_one_line(tmp_path, capsys):
+    chess = tmp_path / "chess"
+    zoo.load("chess-small-av").save_pretrained(chess)
+    escaip = tmp_path / "escaip"
+    perturbed(zoo.load("escaip-tiny-emt")).save_pretrained(escaip)
+    for base, finetune, says in ((BASE, chess, "the fine-tune (ChessTransformerModule) is another kind of model than "
+                                               "the base (CausalLM)"),
+                                 ("escaip-small-xtb", escaip, "the fine-tune has other sizes than this base")):
+        assert main(["bitdelta", "compress", "--base", base, "--finetune", str(finetune), "--out", str(tmp_path / "d")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("zoo: error: ") and says in err and err.count("\n") == 1
+        assert not (tmp_path / "d").exists()
+
+
+def test_a_delta_whose_base_is_gone_is_one_line(tmp_path, capsys):
+    base, text = tmp_path / "base", tmp_path / "text.txt"
+    zoo.load("escaip-tiny-emt").save_pretrained(base)
+    perturbed(zoo.load(base)).save_pretrained(tmp_path / "finetune")
+    assert main(["bitdelta", "compress", "--base", str(base), "--finetune", str(tmp_path / "finetune"),
+                 "--out", str(tmp_path / "delta")]) == 0
+    shutil.rmtree(base)
+    text.write_text("some held-out text")
+    capsys.readouterr()
+    assert main(["bitdelta", "eval", str(tmp_path / "delta"), "--text", str(text)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"zoo: error: the delta {tmp_path / 'delta'} applies to the base it names, '{base}', "
+                          f"which cannot be loaded (cannot load the model '{base}': there is no such folder)")
+    assert err.count("\n") == 1 and "--base" in err
