@@ -74,16 +74,18 @@ def installed_wheel(folder: Path) -> Path:
     """The checkout built as a wheel and installed, alone, into a new venv under ``folder``: its ``bin/`` (python,
     zoo). torch, Lightning and the rest come from this interpreter's site-packages through a plain path entry, whose
     .pth files (e.g. the editable zoo's finder) are not run, so that only the wheel provides zoo."""
+    import os
     import sysconfig
 
     dist, venv = folder / "dist", folder / "venv"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # a zoo on the path would count as installed
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", str(TESTS.parent),
                     "-w", str(dist)], check=True, capture_output=True)
     (wheel,) = dist.glob("lightning_zoo-*.whl")
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True,
-                   capture_output=True)
+                   capture_output=True, env=env)
     site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                check=True, capture_output=True, text=True).stdout.strip())
     (site / "outer_site_packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
