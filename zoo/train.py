@@ -88,10 +88,9 @@ def _start_from(model, init_from: str) -> None:
 
     pretrained = load(init_from)
     if type(pretrained) is not type(model):
-        raise ValueError(
-            f"{init_from} is a {type(pretrained).__name__} but the recipe builds a {type(model).__name__}; "
-            "use a recipe for the same module"
-        )
+        raise InputError(f"{init_from} is model_type {pretrained.model_type!r} ({type(pretrained).__name__}), but the "
+                         f"recipe trains model_type {model.model_type!r} ({type(model).__name__}): use a recipe for "
+                         f"{pretrained.model_type!r} models (`zoo recipe` lists them)")
     own = model.state_dict()
     # train in the recipe's precision even from a checkpoint published in bf16
     state = {k: v.to(dtype=own[k].dtype if k in own and v.is_floating_point() else v.dtype, copy=True)
