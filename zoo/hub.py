@@ -42,7 +42,8 @@ from typing import Iterator
 
 from filelock import FileLock
 
-from zoo.io import atomic_path, check_space, sha256_file, storage_error, storage_errors, write_json_atomic
+from zoo.io import atomic_path, check_space, folder_undone_on_failure, sha256_file, storage_error, storage_errors
+from zoo.io import write_json_atomic
 from zoo.errors import DownloadError, HubError, IntegrityError, OfflineError, RepoChangedError
 from zoo.registry import FileSpec, ModelEntry, get_entry, import_object
 
@@ -682,13 +683,13 @@ def _fetch_upstream(entry: ModelEntry) -> Path:
     digest = hashlib.sha256(json.dumps(pinned, sort_keys=True).encode()).hexdigest()[:16]
     out = zoo_home() / "converted" / entry.name / digest
     if not out.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{digest}.", dir=out.parent))
-        try:
-            import_object(entry.converter)(files, tmp, entry)
-            os.replace(tmp, out)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        with folder_undone_on_failure(out.parent):
+            tmp = Path(tempfile.mkdtemp(prefix=f".{digest}.", dir=out.parent))
+            try:
+                import_object(entry.converter)(files, tmp, entry)
+                os.replace(tmp, out)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 

@@ -107,13 +107,15 @@ def _missing_folders(folder: Path) -> list[Path]:
 @contextmanager
 def folder_undone_on_failure(folder: str | os.PathLike) -> Iterator[Path]:
     """Create ``folder`` (and its parents) for the block to write in; if the block fails or is interrupted, remove
-    the folders it created, with whatever the block wrote there: a failed write leaves no empty or partial folder."""
+    the folders it created, with whatever the block wrote there: a failed write leaves no empty or partial folder.
+    A full disk or a read-only folder is a :func:`storage_error` (naming ``folder`` unless a write within named
+    its file)."""
     folder = Path(folder)
     missing = _missing_folders(folder)
-    with storage_errors(folder):
-        folder.mkdir(parents=True, exist_ok=True)
     try:
-        yield folder
+        with storage_errors(folder):
+            folder.mkdir(parents=True, exist_ok=True)
+            yield folder
     except BaseException:
         if missing:
             shutil.rmtree(missing[0], ignore_errors=True)
