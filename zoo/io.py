@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from zoo.errors import DamagedFileError, DiskFullError, ReadOnlyError, StorageError
+from zoo.settings import setting_for
 
 WEIGHTS_NAME = "model.safetensors"
 WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
@@ -42,8 +43,6 @@ def human_bytes(n: int | None) -> str:
 # ----------------------------------------------------------------------------- machine faults
 def _fix(path: str | os.PathLike | None, *, read_only: bool) -> str:
     """How to get past a refused write at ``path``: move the setting whose folder holds it, or write elsewhere."""
-    from zoo.hub import setting_for  # the hub knows which setting moves which cache
-
     setting = setting_for(path) if path is not None else None
     if not read_only:
         return f"set {setting} to a folder on a disk with room" if setting else "write to a disk with room"
