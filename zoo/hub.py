@@ -116,18 +116,18 @@ def _lock(kind: str, key: str) -> Iterator[None]:
     """One lock per Hub repo (every model and manifest of that repo) or per upstream model, across processes; none
     where ZOO_HOME is read-only (the HF cache's own locks still guard its downloads)."""
     locks = zoo_home() / "locks"
-    lock = FileLock(str(locks / f"{kind}--{key.replace('/', '--')}.lock"))
+    lock: FileLock | None = FileLock(str(locks / f"{kind}--{key.replace('/', '--')}.lock"))
     try:
         locks.mkdir(parents=True, exist_ok=True)
         lock.acquire()
     except OSError as err:
         _home_unwritable(err)
-        yield
-        return
+        lock = None
     try:
         yield
     finally:
-        lock.release()
+        if lock is not None:
+            lock.release()
 
 
 # ----------------------------------------------------------------------------- verification
