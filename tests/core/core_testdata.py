@@ -38,12 +38,12 @@ def publish_pinned(name: str, model=None, *, card=None, pin_commit: bool = True)
     return model, register_model(pinned_entry(name, published, pin_commit=pin_commit))
 
 
-def official_toy() -> tuple[ToyRegressor, bytes]:
-    """A new width-8 ToyRegressor, and its weights as safetensors bytes in the stand-in official format that
+def official_toy(width: int = 8) -> tuple[ToyRegressor, bytes]:
+    """A new ToyRegressor, and its weights as safetensors bytes in the stand-in official format that
     ``toy.convert_upstream`` reads."""
     from safetensors.torch import save
 
-    model = ToyRegressor(width=8)
+    model = ToyRegressor(width=width)
     return model, save({k.replace("net.", "official."): v for k, v in model.net.state_dict(prefix="net.").items()})
 
 
