@@ -349,34 +349,38 @@ class BitDeltaModule(_SavedAsDelta):
         return self
 
     # ------------------------------------------------------------------ running
-    def _base_task_api(self, name: str) -> Any:
-        """The attribute ``name`` of a zoo base model if its class adds it to ZooModule (its task API), else None.
-        In-place methods (``weights_from_checkpoint_``) are not passed on: they would change the base, not the delta."""
+    def _base_attribute(self, name: str) -> Any:
+        """``name`` of a zoo base model where ZooModule has no such name: the base's own API and parts (EScAIP's
+        ``as_calculator`` and ``scaling``, chess's ``engine`` and ``cfg``, RCG's ``sample``, ...). In-place methods
+        (``weights_from_checkpoint_``) are not passed on: they would change the base, not the delta."""
         base = self.__dict__.get("_modules", {}).get("model")
         if name.startswith("_") or name.endswith("_") or not isinstance(base, ZooModule) or hasattr(ZooModule, name):
-            return None
-        return getattr(base, name) if hasattr(type(base), name) else None
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(base, name)
 
     def __getattr__(self, name: str) -> Any:
-        """A delta of a zoo model answers its base's task API (EScAIP's ``as_calculator``, chess's ``engine``, RCG's
-        ``sample``, ...) on the fine-tune's weights: the base this delta was applied to runs it."""
+        """A delta of a zoo model answers as its base does (``as_calculator()``, ``engine()``, ``sample()``, its parts)
+        on the fine-tune's weights: the base this delta was applied to runs it. Its own hyperparameters, ``model``
+        (the base) and ZooModule's API are the delta's."""
         try:
             return super().__getattr__(name)
         except AttributeError:
-            found = self._base_task_api(name)
-            if found is None:
-                raise
-            return found
+            return self._base_attribute(name)
 
     def __dir__(self) -> list[str]:
         base = self.__dict__.get("_modules", {}).get("model")
-        return sorted({*super().__dir__(), *(n for n in dir(base) if self._base_task_api(n) is not None)})
+        own = set(super().__dir__())
+        return sorted(own | {n for n in dir(base) if n not in own and not n.startswith("_") and not n.endswith("_")
+                             and isinstance(base, ZooModule) and not hasattr(ZooModule, n)})
 
     def generate(self, *args, **kwargs):
         """The fine-tune's ``generate``: a zoo base's own (a CausalLM's text, an RCG stage's images), or for a Hugging
         Face causal LM :meth:`_continue_text`."""
-        own = self._base_task_api("generate")
-        return own(*args, **kwargs) if own is not None else self._continue_text(*args, **kwargs)
+        try:
+            own = self._base_attribute("generate")
+        except AttributeError:
+            return self._continue_text(*args, **kwargs)
+        return own(*args, **kwargs)
 
     def _continue_text(self, prompt: str, max_new_tokens: int = 80, temperature: float = 0.0, *, top_k: int = 0,
                       top_p: float = 1.0, seed: int | None = None, tokenizer=None) -> str:
