@@ -47,6 +47,15 @@ def test_a_float32_finetune_of_a_bfloat16_base(float32_finetune, tmp_path, capsy
     assert loaded.generate("To be", 8) and not loaded.training
 
 
+def test_a_finetune_checkpoint_compresses_as_its_published_repo(float32_finetune, tmp_path, capsys):
+    finetune = zoo.load(float32_finetune)  # a checkpoint as `zoo finetune` leaves it: the module's type, hparams, state
+    torch.save({"zoo_model_type": finetune.model_type, "hyper_parameters": dict(finetune.hparams),
+                "state_dict": finetune.state_dict()}, tmp_path / "last.ckpt")
+    for source, out in ((tmp_path / "last.ckpt", "from_ckpt"), (float32_finetune, "from_repo")):
+        assert main(["bitdelta", "compress", "--base", BASE, "--finetune", str(source), "--out", str(tmp_path / out)]) == 0
+    assert (tmp_path / "from_ckpt" / "model.safetensors").read_bytes() == (tmp_path / "from_repo" / "model.safetensors").read_bytes()
+
+
 def test_distill_a_float32_finetune_quietly(float32_finetune, tmp_path, capsys):
     text = tmp_path / "text.txt"
     text.write_text("It is a truth universally acknowledged, that a single man in possession of a good fortune. " * 8)

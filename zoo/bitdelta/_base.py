@@ -56,8 +56,8 @@ def load_model(
 ) -> nn.Module:
     """Load a base or fine-tuned model in eval mode.
 
-    ``ref`` is a zoo catalog name / zoo repo folder (loaded with ``zoo.load``), a local Hugging Face folder, or a
-    Hugging Face repo id (``AutoModelForCausalLM``, at ``revision``). A relative folder is looked up beside
+    ``ref`` is a zoo catalog name / zoo repo folder (loaded with ``zoo.load``), a ``zoo train`` / ``zoo finetune``
+    checkpoint (``.ckpt``), a local Hugging Face folder, or a Hugging Face repo id (``AutoModelForCausalLM``, at ``revision``). A relative folder is looked up beside
     ``relative_to`` (a delta repo naming its base as ``../base``) before the working directory.
     """
     if isinstance(ref, nn.Module):
@@ -71,6 +71,11 @@ def load_model(
             from zoo.loading import load
 
             return load(ref, revision=revision, dtype=dtype, device=device).eval()
+        if ref.endswith(".ckpt") and Path(ref).expanduser().is_file():  # a `zoo train` / `zoo finetune` checkpoint
+            from zoo.module import ZooModule
+
+            model = ZooModule.from_checkpoint(Path(ref).expanduser())
+            return model.to(device=device, dtype=dtype).eval()
         path_like = Path(ref).is_absolute() or ref.startswith(("./", "../", "~"))  # not a Hugging Face repo id
         if path_like and not Path(ref).expanduser().exists():
             raise FileNotFoundError(f"cannot load the model {ref!r}: there is no such folder")

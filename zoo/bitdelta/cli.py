@@ -170,7 +170,7 @@ def cmd_make_data(args) -> None:
 # ----------------------------------------------------------------------------- parsers
 def _add_models_and_selection(p) -> None:
     p.add_argument("--base", required=True, help="zoo name, folder or HF repo id of the base")
-    p.add_argument("--finetune", required=True, help="zoo name, folder or HF repo id of the fine-tune")
+    p.add_argument("--finetune", required=True, help="zoo name, folder, HF repo id or zoo finetune .ckpt of the fine-tune")
     p.add_argument("--select", nargs="+", help="'official' (the paper's rule: *proj* children of mlp/self_attn), "
                    "'auto' (the default, fits any zoo model: the official rule's layers where it finds any, else "
                    "every Linear layer), or shell-style patterns of Linear layers to compress, e.g. '*.mlp.*'")
