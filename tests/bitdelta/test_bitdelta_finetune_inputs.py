@@ -83,6 +83,13 @@ def test_a_finetune_of_another_model_is_one_line(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.startswith("zoo: error: ") and says in err and err.count("\n") == 1
         assert not (tmp_path / "d").exists()
+    text = tmp_path / "text.txt"
+    text.write_text("text is for language models")
+    assert main(["bitdelta", "distill", "--base", "escaip-tiny-emt", "--finetune", str(escaip), "--out",
+                 str(tmp_path / "d"), "--data", str(text)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"zoo: error: distill trains the scales on text, which only a language model reads, and {escaip} "
+                   "(EScAIPModule) is not one: `zoo bitdelta compress` makes its delta\n") and not (tmp_path / "d").exists()
 
 
 def test_a_delta_whose_base_is_gone_is_one_line(tmp_path, capsys):

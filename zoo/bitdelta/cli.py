@@ -78,11 +78,18 @@ def cmd_distill(args) -> None:
     from lightning.pytorch.callbacks import TQDMProgressBar
 
     from zoo.bitdelta.data import TextDataModule
-    from zoo.bitdelta.module import ScaleDistillation
+    from zoo.bitdelta._base import load_model
+    from zoo.bitdelta.module import ScaleDistillation, causal_lm
 
+    finetune = load_model(args.finetune, dtype=args.dtype)
+    try:
+        causal_lm(finetune)
+    except ValueError:
+        raise ValueError(f"distill trains the scales on text, which only a language model reads, and {args.finetune} "
+                         f"({type(finetune).__name__}) is not one: `zoo bitdelta compress` makes its delta") from None
     module = ScaleDistillation(base=args.base, finetune=args.finetune, select=_selection(args),
                                exclude=args.exclude, mode=args.mode, lr=args.lr, dtype=args.dtype,
-                               num_steps=args.steps, out_dir=args.out)
+                               num_steps=args.steps, out_dir=args.out, finetune_model=finetune)
     data = TextDataModule(train=args.data, tokenizer=args.tokenizer or _default_tokenizer(args.base),
                           max_length=args.max_length, batch_size=args.batch_size)
     # tqdm's bar: Rich's, Lightning's default where rich is installed, shows "Epoch 4/-2" on a run bounded by steps
