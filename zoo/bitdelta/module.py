@@ -21,10 +21,11 @@ from typing import Any
 import lightning as L
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.utilities import rank_zero_info
 from torch import nn
 
 from zoo.io import DEFAULT_SHARD_BYTES, atomic_path
-from zoo.bitdelta._base import base_source, load_model
+from zoo.bitdelta._base import base_source, load_model, load_pair
 from zoo.bitdelta.delta import BitDelta, compress, parse_dtype_name
 from zoo.bitdelta.model import apply_deltas_, compressed_layers, delta_from_model
 from zoo.errors import ConfigError
@@ -463,9 +464,10 @@ class ScaleDistillation(_SavedAsDelta):
 
     def _build(self, base_model: nn.Module | None, finetune_model: nn.Module | None) -> None:
         hp = self.hparams
-        base_m = load_model(base_model if base_model is not None else hp.base, revision=hp.base_revision, dtype=hp.dtype)
-        teacher = load_model(finetune_model if finetune_model is not None else hp.finetune, revision=hp.finetune_revision,
-                            dtype=hp.dtype)
+        base_m, teacher = load_pair(base_model if base_model is not None else hp.base,
+                                    finetune_model if finetune_model is not None else hp.finetune, dtype=hp.dtype,
+                                    base_revision=hp.base_revision, finetune_revision=hp.finetune_revision,
+                                    note=rank_zero_info)
         delta = compress(base_m, teacher, select=hp.select, exclude=hp.exclude or (), base_name=hp.base,
                          base_revision=hp.base_revision)
         compressed = {f"{n}.weight" for n in delta.shapes}
