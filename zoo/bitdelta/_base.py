@@ -59,8 +59,9 @@ def load_model(
     """Load a base or fine-tuned model in eval mode.
 
     ``ref`` is a zoo catalog name / zoo repo folder (loaded with ``zoo.load``), a ``zoo train`` / ``zoo finetune``
-    checkpoint (``.ckpt``), a local Hugging Face folder, or a Hugging Face repo id (``AutoModelForCausalLM``, at ``revision``). A relative folder is looked up beside
-    ``relative_to`` (a delta repo naming its base as ``../base``) before the working directory.
+    checkpoint (``.ckpt``), a local Hugging Face folder, or a Hugging Face repo id (``AutoModelForCausalLM``, at
+    ``revision``). A relative folder is looked up beside ``relative_to`` (a delta repo naming its base as
+    ``../base``) before the working directory.
     """
     if isinstance(ref, nn.Module):
         return ref

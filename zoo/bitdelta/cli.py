@@ -63,8 +63,8 @@ def cmd_distill(args) -> None:
     import lightning as L
     from lightning.pytorch.callbacks import TQDMProgressBar
 
-    from zoo.bitdelta.data import TextDataModule
     from zoo.bitdelta._base import load_model
+    from zoo.bitdelta.data import TextDataModule
     from zoo.bitdelta.module import ScaleDistillation, causal_lm
 
     finetune = load_model(args.finetune, dtype=args.dtype)

@@ -350,14 +350,14 @@ class BitDeltaModule(_SavedAsDelta):
         return self
 
     # ------------------------------------------------------------------ running
-    def _base_attribute(self, name: str) -> Any:
-        """``name`` of a zoo base model where ZooModule has no such name: the base's own API and parts (EScAIP's
-        ``as_calculator`` and ``scaling``, chess's ``engine`` and ``cfg``, RCG's ``sample``, ...). In-place methods
-        (``weights_from_checkpoint_``) are not passed on: they would change the base, not the delta."""
+    def _base_answers(self, name: str) -> bool:
+        """Whether ``name`` is the zoo base model's to answer: a public name ZooModule does not have (the base's own
+        API and parts: EScAIP's ``as_calculator`` and ``scaling``, chess's ``engine`` and ``cfg``, RCG's ``sample``,
+        ...). In-place methods (``weights_from_checkpoint_``) are not passed on: they would change the base, not the
+        delta."""
         base = self.__dict__.get("_modules", {}).get("model")
-        if name.startswith("_") or name.endswith("_") or not isinstance(base, ZooModule) or hasattr(ZooModule, name):
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return getattr(base, name)
+        return (isinstance(base, ZooModule) and not name.startswith("_") and not name.endswith("_")
+                and not hasattr(ZooModule, name))
 
     def __getattr__(self, name: str) -> Any:
         """A delta of a zoo model answers as its base does (``as_calculator()``, ``engine()``, ``sample()``, its parts)
@@ -366,22 +366,19 @@ class BitDeltaModule(_SavedAsDelta):
         try:
             return super().__getattr__(name)
         except AttributeError:
-            return self._base_attribute(name)
+            if not self._base_answers(name):
+                raise
+            return getattr(self._modules["model"], name)
 
     def __dir__(self) -> list[str]:
-        base = self.__dict__.get("_modules", {}).get("model")
-        own = set(super().__dir__())
-        return sorted(own | {n for n in dir(base) if n not in own and not n.startswith("_") and not n.endswith("_")
-                             and isinstance(base, ZooModule) and not hasattr(ZooModule, n)})
+        return sorted({*super().__dir__(), *(n for n in dir(self._modules["model"]) if self._base_answers(n))})
 
     def generate(self, *args, **kwargs):
         """The fine-tune's ``generate``: a zoo base's own (a CausalLM's text, an RCG stage's images), or for a Hugging
         Face causal LM :meth:`_continue_text`."""
-        try:
-            own = self._base_attribute("generate")
-        except AttributeError:
-            return self._continue_text(*args, **kwargs)
-        return own(*args, **kwargs)
+        if self._base_answers("generate") and hasattr(self.model, "generate"):
+            return self.model.generate(*args, **kwargs)
+        return self._continue_text(*args, **kwargs)
 
     def _continue_text(self, prompt: str, max_new_tokens: int = 80, temperature: float = 0.0, *, top_k: int = 0,
                       top_p: float = 1.0, seed: int | None = None, tokenizer=None) -> str:
