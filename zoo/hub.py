@@ -42,9 +42,11 @@ from typing import Iterator
 
 from filelock import FileLock
 
-from zoo.io import atomic_path, check_space, sha256_file, storage_error, storage_errors, write_json_atomic
+from zoo.io import atomic_path, check_space, folder_undone_on_failure, sha256_file, storage_error, storage_errors
+from zoo.io import write_json_atomic
 from zoo.errors import DownloadError, HubError, IntegrityError, OfflineError, RepoChangedError
 from zoo.registry import FileSpec, ModelEntry, get_entry, import_object
+from zoo.settings import embedded_hub_dir, hf_cache_dir, hf_cache_root, hf_endpoint, is_offline, zoo_home
 
 __all__ = [
     "IntegrityError",
@@ -65,48 +67,10 @@ __all__ = [
     "hub_errors",
 ]
 
-_TRUE = {"1", "true", "yes", "on"}
 # never fetched from a Hub repo: the zoo reads safetensors and never unpickles
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib")
 DOWNLOAD_RETRIES = 4  # upstream downloads: after the first try, with backoff 1, 2, 4, 8 s
 RETRY_STATUS = {429, 500, 502, 503, 504}
-
-
-# ----------------------------------------------------------------------------- settings
-def zoo_home() -> Path:
-    return Path(os.environ.get("ZOO_HOME") or Path.home() / ".cache" / "zoo")
-
-
-def embedded_hub_dir() -> Path:
-    """``$ZOO_HUB`` or the ``hub/`` folder of the source checkout this package runs from."""
-    return Path(os.environ.get("ZOO_HUB") or Path(__file__).resolve().parent.parent / "hub")
-
-
-def hf_endpoint() -> str | None:
-    return os.environ.get("ZOO_HF_ENDPOINT") or None
-
-
-def hf_cache_dir() -> str | None:
-    return os.environ.get("ZOO_HF_CACHE") or None
-
-
-def _hf_cache_root() -> Path:
-    from huggingface_hub import constants
-
-    return Path(hf_cache_dir() or constants.HF_HUB_CACHE)
-
-
-def setting_for(path: str | os.PathLike) -> str | None:
-    """The setting that moves the cache ``path`` lies in (``ZOO_HOME`` or ``ZOO_HF_CACHE``), or None."""
-    path = Path(os.path.abspath(path))
-    for setting, folder in (("ZOO_HOME", zoo_home()), ("ZOO_HF_CACHE", _hf_cache_root())):
-        if path.is_relative_to(os.path.abspath(folder)):
-            return setting
-    return None
-
-
-def is_offline() -> bool:
-    return any(os.environ.get(v, "").lower() in _TRUE for v in ("HF_HUB_OFFLINE", "ZOO_OFFLINE"))
 
 
 def where(entry: ModelEntry) -> str:
@@ -158,18 +122,18 @@ def _lock(kind: str, key: str) -> Iterator[None]:
     """One lock per Hub repo (every model and manifest of that repo) or per upstream model, across processes; none
     where ZOO_HOME is read-only (the HF cache's own locks still guard its downloads)."""
     locks = zoo_home() / "locks"
-    lock = FileLock(str(locks / f"{kind}--{key.replace('/', '--')}.lock"))
+    lock: FileLock | None = FileLock(str(locks / f"{kind}--{key.replace('/', '--')}.lock"))
     try:
         locks.mkdir(parents=True, exist_ok=True)
         lock.acquire()
     except OSError as err:
         _home_unwritable(err)
-        yield
-        return
+        lock = None
     try:
         yield
     finally:
-        lock.release()
+        if lock is not None:
+            lock.release()
 
 
 # ----------------------------------------------------------------------------- verification
@@ -314,7 +278,7 @@ def hub_errors(repo_id: str, revision: str | None = None, path: str | None = Non
         translated = _hub_error(err, repo_id, revision, path, upload=upload)
         if translated is None and isinstance(err, OSError):
             # the client's failed write names no file, or a symlink's relative target: name the cache then
-            where = err.filename if err.filename and os.path.isabs(err.filename) else _hf_cache_root()
+            where = err.filename if err.filename and os.path.isabs(err.filename) else hf_cache_root()
             translated = storage_error(err, where)
         if translated is None:
             raise
@@ -405,7 +369,7 @@ def _check_hub_space(entry: ModelEntry, revision: str) -> None:
 
     missing = [spec for spec in entry.files if not isinstance(
         try_to_load_from_cache(entry.hub_repo, spec.path, cache_dir=hf_cache_dir(), revision=revision), str)]
-    check_space(_hf_cache_root(), sum(spec.size or 0 for spec in missing), f"downloading {entry.name}")
+    check_space(hf_cache_root(), sum(spec.size or 0 for spec in missing), f"downloading {entry.name}")
 
 
 def _unreachable_hub() -> str | None:
@@ -712,13 +676,13 @@ def _fetch_upstream(entry: ModelEntry) -> Path:
     digest = hashlib.sha256(json.dumps(pinned, sort_keys=True).encode()).hexdigest()[:16]
     out = zoo_home() / "converted" / entry.name / digest
     if not out.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{digest}.", dir=out.parent))
-        try:
-            import_object(entry.converter)(files, tmp, entry)
-            os.replace(tmp, out)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        with folder_undone_on_failure(out.parent):
+            tmp = Path(tempfile.mkdtemp(prefix=f".{digest}.", dir=out.parent))
+            try:
+                import_object(entry.converter)(files, tmp, entry)
+                os.replace(tmp, out)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 

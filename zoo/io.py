@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from zoo.errors import DamagedFileError, DiskFullError, ReadOnlyError, StorageError
+from zoo.settings import setting_for
 
 WEIGHTS_NAME = "model.safetensors"
 WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
@@ -42,8 +43,6 @@ def human_bytes(n: int | None) -> str:
 # ----------------------------------------------------------------------------- machine faults
 def _fix(path: str | os.PathLike | None, *, read_only: bool) -> str:
     """How to get past a refused write at ``path``: move the setting whose folder holds it, or write elsewhere."""
-    from zoo.hub import setting_for  # the hub knows which setting moves which cache
-
     setting = setting_for(path) if path is not None else None
     if not read_only:
         return f"set {setting} to a folder on a disk with room" if setting else "write to a disk with room"
@@ -107,13 +106,15 @@ def _missing_folders(folder: Path) -> list[Path]:
 @contextmanager
 def folder_undone_on_failure(folder: str | os.PathLike) -> Iterator[Path]:
     """Create ``folder`` (and its parents) for the block to write in; if the block fails or is interrupted, remove
-    the folders it created, with whatever the block wrote there: a failed write leaves no empty or partial folder."""
+    the folders it created, with whatever the block wrote there: a failed write leaves no empty or partial folder.
+    A full disk or a read-only folder is a :func:`storage_error` (naming ``folder`` unless a write within named
+    its file)."""
     folder = Path(folder)
     missing = _missing_folders(folder)
-    with storage_errors(folder):
-        folder.mkdir(parents=True, exist_ok=True)
     try:
-        yield folder
+        with storage_errors(folder):
+            folder.mkdir(parents=True, exist_ok=True)
+            yield folder
     except BaseException:
         if missing:
             shutil.rmtree(missing[0], ignore_errors=True)

@@ -6,8 +6,9 @@ after the command-line overrides (jsonargparse's, ``--trainer.max_steps=10``), s
 ``${trainer.default_root_dir}/checkpoints`` follows ``--trainer.default_root_dir``; the resolved config is saved
 beside the checkpoints (``config.yaml`` in the run's log folder).
 
-Every run ends with its final state in ``last.ckpt`` of each checkpoint folder (:func:`final_checkpoints`), and a
-new run never shares a checkpoint folder with an earlier one: only resuming (``--ckpt-path``) writes into it.
+Every run ends with its final state saved in each checkpoint folder (:func:`final_checkpoints`: ``last.ckpt``, or a
+checkpoint saved at the last step), and a new run never shares a checkpoint folder with an earlier one: only resuming
+(``--ckpt-path``) writes into it.
 """
 
 from __future__ import annotations
@@ -88,10 +89,9 @@ def _start_from(model, init_from: str) -> None:
 
     pretrained = load(init_from)
     if type(pretrained) is not type(model):
-        raise ValueError(
-            f"{init_from} is a {type(pretrained).__name__} but the recipe builds a {type(model).__name__}; "
-            "use a recipe for the same module"
-        )
+        raise InputError(f"{init_from} is model_type {pretrained.model_type!r} ({type(pretrained).__name__}), but the "
+                         f"recipe trains model_type {model.model_type!r} ({type(model).__name__}): use a recipe for "
+                         f"{pretrained.model_type!r} models (`zoo recipe` lists them)")
     own = model.state_dict()
     # train in the recipe's precision even from a checkpoint published in bf16
     state = {k: v.to(dtype=own[k].dtype if k in own and v.is_floating_point() else v.dtype, copy=True)
@@ -137,33 +137,44 @@ def _check_checkpoint_folders_unused(trainer) -> None:
 
 
 def final_checkpoints(trainer) -> list[str]:
-    """Where the run's final state is saved: ``last.ckpt`` in each checkpoint callback's folder (the ones Lightning
-    picks are in the run's own log folder), or in ``checkpoints/`` of the run's log folder when there is none."""
+    """The run's final state, one file per checkpoint folder: a checkpoint the folder's callback saved at the run's
+    last step (``last.ckpt`` first), else ``last.ckpt`` there, which :func:`_save_final_state` writes. The folders
+    are the checkpoint callbacks' (those Lightning picks are in the run's own log folder), or ``checkpoints/`` of the
+    run's log folder when there is none."""
     from lightning.pytorch.callbacks import ModelCheckpoint
 
-    paths = [os.path.join(c.dirpath, c.CHECKPOINT_NAME_LAST + c.FILE_EXTENSION)
-             for c in trainer.checkpoint_callbacks if c.dirpath]
-    if not paths:
-        folder = os.path.join(trainer.log_dir or trainer.default_root_dir, "checkpoints")
-        paths = [os.path.join(folder, ModelCheckpoint.CHECKPOINT_NAME_LAST + ModelCheckpoint.FILE_EXTENSION)]
-    return list(dict.fromkeys(paths))
+    final = []
+    for callback in [c for c in trainer.checkpoint_callbacks if c.dirpath] or [None]:
+        kind = callback or ModelCheckpoint
+        folder = (callback.dirpath if callback else
+                  os.path.join(trainer.log_dir or trainer.default_root_dir, "checkpoints"))
+        last = os.path.join(folder, kind.CHECKPOINT_NAME_LAST + kind.FILE_EXTENSION)
+        saved = [last, *((callback.last_model_path, callback.best_model_path, *callback.best_k_models) if callback
+                         else ())]
+        final.append(next((path for path in dict.fromkeys(saved) if _holds_step(path, trainer.global_step)), last))
+    return list(dict.fromkeys(final))
+
+
+def _holds_step(path: str, step: int) -> bool:
+    """Whether ``path`` is a checkpoint saved at ``step`` (mmap: the step is read without reading the weights)."""
+    import torch
+
+    return bool(path) and os.path.isfile(path) and (
+        torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("global_step") == step)
 
 
 def _save_final_state(trainer) -> None:
-    """Write the final state to every :func:`final_checkpoints` path.
+    """Save the final state where :func:`final_checkpoints` says, unless a checkpoint there holds it already.
 
-    Lightning writes ``last.ckpt`` only at its triggers (every N steps, epoch ends), not again when training ends
-    after them, and not at all without ``save_last`` or before a recipe's first trigger (say every 100,000 steps):
-    ``zoo publish .../last.ckpt`` would publish weights from before the last steps, or find no file."""
-    import torch
-
-    for path in final_checkpoints(trainer):
-        # only when stale (a save at the final step already holds the final state); rank 0's file decides for
-        # every rank, since saving is collective. mmap: the step is read without reading the weights
-        saved = (torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("global_step")
-                 if trainer.is_global_zero and os.path.isfile(path) else None)
-        if trainer.strategy.broadcast(saved) != trainer.global_step:
-            trainer.save_checkpoint(path, weights_only=False)  # the full state: the run resumes from it
+    Lightning saves only at its triggers (every N steps, epoch ends), not again when training ends after them, and
+    not at all before a recipe's first trigger (say every 100,000 steps): ``zoo publish .../last.ckpt`` would
+    publish weights from before the last steps, or find no file."""
+    # rank 0's files decide for every rank, since saving is collective
+    missing = trainer.strategy.broadcast([path for path in final_checkpoints(trainer)
+                                          if not _holds_step(path, trainer.global_step)]
+                                         if trainer.is_global_zero else None)
+    for path in missing:
+        trainer.save_checkpoint(path, weights_only=False)  # the full state: the run resumes from it
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ import zoo
 from zoo.bitdelta.delta import BitDelta
 from zoo.bitdelta.module import BitDeltaModule
 from zoo.cli import main
+from zoo.module import ZooModule
 
 
 def _outputs(name: str, model) -> torch.Tensor:
@@ -55,5 +56,13 @@ def test_a_delta_of_each_methods_model_works_as_that_model(name, tmp_path, capsy
         assert loaded.generate("To be", 12) == reconstruct(base, finetune, delta).generate("To be", 12)
     else:  # no layer the official rule names: every Linear layer
         assert len(delta.shapes) == sum(isinstance(m, torch.nn.Linear) for m in base.modules())
+    # functions that take a model of the base's kind find its parts too (zoo escaip symmetry reads model.scaling)
+    # what the base's class adds to ZooModule (methods, properties) and its parts
+    own = {n for n in [*dir(type(base)), *dict(base.named_children())] if not n.startswith("_") and not n.endswith("_")
+           and not hasattr(ZooModule, n)} - {"model", "generate"}  # those two are the delta's own
+    assert set(own) <= set(dir(loaded))
+    for name in own:
+        value, expected = getattr(loaded, name), getattr(loaded.model, name)
+        assert value is expected or not isinstance(value, (torch.Tensor, torch.nn.Module)) and value == expected, name
     with pytest.raises(AttributeError, match="no attribute 'calculator'"):
-        loaded.calculator  # noqa: B018  (only the base's own API is passed through)
+        loaded.calculator  # noqa: B018

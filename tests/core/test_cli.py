@@ -123,6 +123,18 @@ def test_help_shows_every_default():
     assert checked > 50
 
 
+def test_help_cites_no_file_only_a_checkout_has():
+    # an installed zoo has no benchmarks/, scripts/ or tests/ to look in
+    from zoo.cli import build_parser
+
+    for parser in _parsers(build_parser()):
+        add, parser._add_arguments = getattr(parser, "_add_arguments", None), None
+        if add:  # options added on first parse (zoo._cli.ArgumentParser)
+            add(parser)
+        cited = re.findall(r"\b(?:benchmarks|scripts|tests)/\S+", " ".join(parser.format_help().split()))
+        assert not cited, f"{parser.prog} --help cites {cited}"
+
+
 def test_train_help_example_is_a_real_recipe():
     out = subprocess.run([sys.executable, "-m", "zoo.cli", "train", "--help"], capture_output=True, text=True)
     example = re.search(r"e\.g\. (recipes/\S+\.yaml)", " ".join(out.stdout.split()))

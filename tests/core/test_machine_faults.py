@@ -8,6 +8,7 @@ root) and are skipped otherwise.
 import dataclasses
 import errno
 import gc
+import hashlib
 import logging
 import os
 import signal
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from core_testdata import TESTS, publish_pinned, same_weights
+from core_testdata import TESTS, official_toy, publish_pinned, same_weights
 from toy import ToyRegressor
 
 import zoo
@@ -26,7 +27,7 @@ import zoo.hub
 from zoo.cli import main
 from zoo.errors import DiskFullError, ReadOnlyError, StorageError
 from zoo.io import LazyTensor, save_state_dict, write_text_atomic
-from zoo.registry import register_model
+from zoo.registry import FileSpec, ModelEntry, register_model
 
 ESCAIP_CHECKPOINT = TESTS / "fixtures" / "escaip" / "direct_mlip_inference_checkpoint.pt"
 INTERRUPTED = "zoo: interrupted (Ctrl-C); run the command again to go on"
@@ -191,6 +192,30 @@ def test_disk_filling_up_during_a_download(hub, mounts, tmp_path, monkeypatch, i
         zoo.load(f"toy-inodes-{inodes}")
     mounts.resize(cache, "4m,nr_inodes=1000")
     assert same_weights(model, zoo.load(f"toy-inodes-{inodes}"))
+
+
+def test_upstream_download_and_conversion_that_cannot_fit(file_server, mounts, tmp_path, monkeypatch):
+    """An entry converted from its official files on first load: the download, then the conversion, are each
+    refused before their first byte while ZOO_HOME's disk cannot hold them; the download is not repeated."""
+    model, data = official_toy(width=256)
+    file_server.files["/official.safetensors"] = data
+    register_model(ModelEntry(name="toy-upstream-full", method="toy", converter="toy:convert_upstream",
+                              convert_args={"width": 256}, upstream=(FileSpec(
+                                  "official.safetensors", hashlib.sha256(data).hexdigest(), len(data),
+                                  url=f"{file_server.url}/official.safetensors"),)))
+    home = mounts.disk(tmp_path / "home", "128k")
+    monkeypatch.setenv("ZOO_HOME", str(home))
+    fix = "or set ZOO_HOME to a folder on a disk with room"
+    with pytest.raises(DiskFullError, match=f"downloading official.safetensors needs 263.5 KiB.* {fix}"):
+        zoo.load("toy-upstream-full")
+    assert file_server.hits == []
+    mounts.resize(home, "1m")
+    with pytest.raises(DiskFullError, match=f"the model needs 1.3 MiB.* {fix}"):
+        zoo.load("toy-upstream-full")
+    assert not (home / "converted").exists()  # no partial conversion, no folder made for it
+    mounts.resize(home, "4m")
+    assert same_weights(model, zoo.load("toy-upstream-full"))
+    assert file_server.hits == ["/official.safetensors"]
 
 
 # ----------------------------------------------------------------------------- read-only caches

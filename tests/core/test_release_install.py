@@ -128,10 +128,13 @@ def test_installed_wheel_loads_the_embedded_models_from_the_hub(hub, tmp_path):
 
 
 def test_pyproject_lists_every_package():
-    """pyproject names its packages one by one (recipes/ is mapped in as zoo._recipes): a new method must be added."""
+    """pyproject names its packages one by one (recipes/ is mapped in as zoo._recipes, each folder a package): a new
+    method or recipe folder must be added."""
     import pkgutil
     import tomllib
 
     listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = {"zoo", *(f"zoo.{m.name}" for m in pkgutil.iter_modules(zoo.__path__) if m.ispkg)}
-    assert listed == found | {"zoo._recipes"}
+    recipes = REPO / "recipes"
+    folders = [recipes, *(d for d in recipes.rglob("*") if d.is_dir() and d.name != "__pycache__")]
+    assert listed == found | {".".join(["zoo._recipes", *d.relative_to(recipes).parts]) for d in folders}

@@ -1,4 +1,5 @@
 import json
+import logging
 import sys
 import warnings
 
@@ -134,8 +135,17 @@ def _final_state(out: str) -> str:
 
 def test_a_run_ends_with_its_final_state_saved_before_any_save_trigger(tmp_path, capsys):
     # the recipe saves every 100,000 steps, in a folder Lightning picks: the run's own log folder
-    assert main(["train", RECIPE, f"--trainer.default_root_dir={tmp_path}", "--trainer.max_steps=3",
-                 "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.every_n_train_steps=100000"]) == 0
+    logged = logging.Handler()
+    logged.emit = lambda record: seen.append(record.getMessage())
+    seen: list[str] = []
+    logging.getLogger("lightning.pytorch").addHandler(logged)
+    try:
+        assert main(["train", RECIPE, f"--trainer.default_root_dir={tmp_path}", "--trainer.max_steps=3",
+                     "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.every_n_train_steps=100000"]) == 0
+    finally:
+        logging.getLogger("lightning.pytorch").removeHandler(logged)
+    assert "`Trainer.fit` stopped: `max_steps=3` reached." in seen  # what Lightning logs is shown ...
+    assert not [message for message in seen if "weights_only" in message]  # ... but no note on an unset weights_only
     final = _final_state(capsys.readouterr().out)
     assert final == str(tmp_path / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt")
     assert torch.load(final, weights_only=True)["global_step"] == 3
@@ -166,6 +176,15 @@ def test_train_then_finetune_publishes_the_finetune(tmp_path, capfd, monkeypatch
     # resuming writes into the run's own folder
     assert main(["train", recipe, "--trainer.max_steps=4", "--ckpt-path", "last"]) == 0
     assert torch.load(_final_state(capfd.readouterr().out), weights_only=True)["global_step"] == 4
+
+
+def test_finetune_with_a_recipe_for_another_module_is_one_error(tmp_path, capfd):
+    assert main(["finetune", "escaip-tiny-emt", RECIPE, f"--trainer.default_root_dir={tmp_path / 'run'}"]) == 2
+    out, err = capfd.readouterr()
+    assert not out and err.count("\n") == 1
+    assert err.startswith("zoo: error: escaip-tiny-emt is model_type 'escaip' (EScAIPModule), but the recipe trains "
+                          "model_type 'toy-mlp' (ToyRegressor): use a recipe for 'escaip' models")
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize("held", ["another-method", None, "missing"])

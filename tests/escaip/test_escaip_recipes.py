@@ -120,10 +120,11 @@ def test_a_truncated_or_unlabelled_frame_is_one_error_before_training(emt_data, 
     unlabelled = tmp_path / "unlabelled.extxyz"
     write(unlabelled, [Atoms("Cu2", positions=[[0, 0, 0], [0, 0, 2.5]])])
     recipe = next(r for r in RECIPES if r.stem == "tiny_emt")
-    for data, problem in ((truncated, "frame 1 (counting from 0) cannot be read (ase.io.extxyz: Frame has 3 atoms"),
-                          (unlabelled, "frame 0 (counting from 0): structure Cu2 has no energy/forces labels")):
+    for data, problem in ((truncated, ": frame 1 (counting from 0) cannot be read (ase.io.extxyz: Frame has 3 atoms"),
+                          (unlabelled, ": frame 0 (counting from 0): structure Cu2 has no energy/forces labels"),
+                          (tmp_path / "no-such-folder", " does not exist: make data with `zoo escaip make-data`")):
         assert main(["train", str(recipe), f"--data.init_args.train={data}",
                      f"--trainer.default_root_dir={tmp_path / 'run'}"]) == 2
         out, err = capfd.readouterr()
-        assert not out and err.count("\n") == 1 and err.startswith(f"zoo: error: {data}: {problem}")
+        assert not out and err.count("\n") == 1 and err.startswith(f"zoo: error: {data}{problem}")
         assert not (tmp_path / "run").exists()  # refused before the Trainer started

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from pathlib import Path
+from typing import Any, Callable
 
 import torch
 from torch import nn
 
 from zoo.io import CONFIG_NAME
 
-__all__ = ["load_model", "is_zoo_ref", "base_source"]
+__all__ = ["load_model", "load_pair", "weights_dtype", "is_zoo_ref", "base_source"]
 
 
 def is_zoo_ref(ref: str) -> bool:
@@ -56,9 +58,10 @@ def load_model(
 ) -> nn.Module:
     """Load a base or fine-tuned model in eval mode.
 
-    ``ref`` is a zoo catalog name / zoo repo folder (loaded with ``zoo.load``), a local Hugging Face folder, or a
-    Hugging Face repo id (``AutoModelForCausalLM``, at ``revision``). A relative folder is looked up beside
-    ``relative_to`` (a delta repo naming its base as ``../base``) before the working directory.
+    ``ref`` is a zoo catalog name / zoo repo folder (loaded with ``zoo.load``), a ``zoo train`` / ``zoo finetune``
+    checkpoint (``.ckpt``), a local Hugging Face folder, or a Hugging Face repo id (``AutoModelForCausalLM``, at
+    ``revision``). A relative folder is looked up beside ``relative_to`` (a delta repo naming its base as
+    ``../base``) before the working directory.
     """
     if isinstance(ref, nn.Module):
         return ref
@@ -71,6 +74,11 @@ def load_model(
             from zoo.loading import load
 
             return load(ref, revision=revision, dtype=dtype, device=device).eval()
+        if ref.endswith(".ckpt") and Path(ref).expanduser().is_file():  # a `zoo train` / `zoo finetune` checkpoint
+            from zoo.module import ZooModule
+
+            model = ZooModule.from_checkpoint(Path(ref).expanduser())
+            return model.to(device=device, dtype=dtype).eval()
         path_like = Path(ref).is_absolute() or ref.startswith(("./", "../", "~"))  # not a Hugging Face repo id
         if path_like and not Path(ref).expanduser().exists():
             raise FileNotFoundError(f"cannot load the model {ref!r}: there is no such folder")
@@ -84,3 +92,39 @@ def load_model(
                 f"reachable Hugging Face repo ({err}). Pass a local folder, e.g. base=<path> / --base PATH."
             ) from None
     return model.to(device).eval()
+
+
+def weights_dtype(model: nn.Module) -> torch.dtype:
+    """The dtype of a model's floating weights (its first floating parameter's)."""
+    return next(p.dtype for p in model.parameters() if p.is_floating_point())
+
+
+def load_pair(
+    base: str | os.PathLike | nn.Module,
+    finetune: str | os.PathLike | nn.Module,
+    *,
+    dtype: str | torch.dtype | None = None,
+    base_revision: str | None = None,
+    finetune_revision: str | None = None,
+    note: Callable[[str], Any] | None = None,
+) -> tuple[nn.Module, nn.Module]:
+    """The base and the fine-tune to compress against it, both in ``dtype``, else in the wider of their stored dtypes.
+
+    A fine-tune wider than its base (float32, as ``zoo finetune`` trains and publishes, of a bfloat16 base) gets the
+    base upcast, exactly: the delta then applies where the fine-tune ran, since in bfloat16 the updates smaller than a
+    bfloat16 step round away, in Δ and in W_base + α·S alike. A narrower fine-tune is upcast to its base's dtype.
+    Models passed in are not changed (a copy is cast). ``note`` is told about a cast, in a sentence.
+    """
+    finetune_model = load_model(finetune, revision=finetune_revision, dtype=dtype)
+    base_model = load_model(base, revision=base_revision, dtype=dtype)
+    wide = torch.promote_types(weights_dtype(base_model), weights_dtype(finetune_model))
+    if note is not None and weights_dtype(base_model) != weights_dtype(finetune_model):
+        names = [str(d).removeprefix("torch.") for d in (weights_dtype(finetune_model), weights_dtype(base_model), wide)]
+        note(f"note: the fine-tune is {names[0]}, its base {names[1]}: both are compared in {names[2]} (exact), and the "
+             f"delta applies to the base in {names[2]}, where the fine-tune's smallest updates do not round away")
+    if weights_dtype(base_model) != wide:  # loaded again as the delta will load it: zoo.load(base, dtype=wide)
+        base_model = copy.deepcopy(base).to(wide) if isinstance(base, nn.Module) else load_model(
+            base, revision=base_revision, dtype=wide)
+    if weights_dtype(finetune_model) != wide:
+        finetune_model = (copy.deepcopy(finetune) if isinstance(finetune, nn.Module) else finetune_model).to(wide)
+    return base_model, finetune_model

@@ -44,29 +44,15 @@ def _selection(args) -> str | list[str]:
     return args.select[0] if args.select in ([OFFICIAL_RULE], [AUTO_RULE]) else args.select
 
 
-def _dtype_note(finetune, delta) -> None:
-    """Say so when the fine-tune's dtype is not its base's (a float32 fine-tune of a bfloat16 base, say)."""
-    import torch
-
-    from zoo.bitdelta.delta import dtype_name, parse_dtype_name
-
-    ft_dtype = next(p.dtype for p in finetune.parameters() if p.is_floating_point())
-    if dtype_name(ft_dtype) != delta.base_dtype:
-        print(f"note: the fine-tune is {dtype_name(ft_dtype)}, its base {delta.base_dtype}: the signs and scales come "
-              f"from their difference in {dtype_name(torch.promote_types(ft_dtype, parse_dtype_name(delta.base_dtype)))}"
-              f"; the delta applies to the {delta.base_dtype} base, its carried tensors stored in {delta.base_dtype}")
-
-
 # ----------------------------------------------------------------------------- commands
 def cmd_compress(args) -> None:
-    from zoo.bitdelta._base import load_model
+    from zoo.bitdelta._base import load_pair
     from zoo.bitdelta.delta import compress
 
-    base = load_model(args.base, revision=args.base_revision, dtype=args.dtype)
-    finetune = load_model(args.finetune, revision=args.finetune_revision, dtype=args.dtype)
+    base, finetune = load_pair(args.base, args.finetune, dtype=args.dtype, base_revision=args.base_revision,
+                               finetune_revision=args.finetune_revision, note=print)
     delta = compress(base, finetune, select=_selection(args), exclude=args.exclude or (),
                      base_name=args.base_name or args.base, base_revision=args.base_revision)
-    _dtype_note(finetune, delta)
     delta.save(args.out)
     print(f"compressed {len(delta.shapes)} layers, carried {len(delta.params)} full-precision tensors")
     print(f"delta {_size(delta.nbytes())} vs fine-tune {_size(_model_bytes(finetune))} in 16-bit "
@@ -77,18 +63,24 @@ def cmd_distill(args) -> None:
     import lightning as L
     from lightning.pytorch.callbacks import TQDMProgressBar
 
+    from zoo.bitdelta._base import load_model
     from zoo.bitdelta.data import TextDataModule
-    from zoo.bitdelta.module import ScaleDistillation
+    from zoo.bitdelta.module import ScaleDistillation, causal_lm
 
+    finetune = load_model(args.finetune, dtype=args.dtype)
+    try:
+        causal_lm(finetune)
+    except ValueError:
+        raise ValueError(f"distill trains the scales on text, which only a language model reads, and {args.finetune} "
+                         f"({type(finetune).__name__}) is not one: `zoo bitdelta compress` makes its delta") from None
     module = ScaleDistillation(base=args.base, finetune=args.finetune, select=_selection(args),
                                exclude=args.exclude, mode=args.mode, lr=args.lr, dtype=args.dtype,
-                               num_steps=args.steps, out_dir=args.out)
+                               num_steps=args.steps, out_dir=args.out, finetune_model=finetune)
     data = TextDataModule(train=args.data, tokenizer=args.tokenizer or _default_tokenizer(args.base),
                           max_length=args.max_length, batch_size=args.batch_size)
     # tqdm's bar: Rich's, Lightning's default where rich is installed, shows "Epoch 4/-2" on a run bounded by steps
     trainer = L.Trainer(max_steps=args.steps, accelerator=args.accelerator, devices=1, logger=False,
                         enable_checkpointing=False, default_root_dir=args.out, callbacks=[TQDMProgressBar()])
-    _dtype_note(module.teacher, module.to_delta())
     trainer.fit(module, datamodule=data)
     print(f"distilled delta ({args.mode} mode, {args.steps} steps) -> {args.out}")
 
@@ -170,12 +162,13 @@ def cmd_make_data(args) -> None:
 # ----------------------------------------------------------------------------- parsers
 def _add_models_and_selection(p) -> None:
     p.add_argument("--base", required=True, help="zoo name, folder or HF repo id of the base")
-    p.add_argument("--finetune", required=True, help="zoo name, folder or HF repo id of the fine-tune")
+    p.add_argument("--finetune", required=True, help="zoo name, folder, HF repo id or zoo finetune .ckpt of the fine-tune")
     p.add_argument("--select", nargs="+", help="'official' (the paper's rule: *proj* children of mlp/self_attn), "
                    "'auto' (the default, fits any zoo model: the official rule's layers where it finds any, else "
                    "every Linear layer), or shell-style patterns of Linear layers to compress, e.g. '*.mlp.*'")
     p.add_argument("--exclude", nargs="+", help="patterns of layers to leave out")
-    p.add_argument("--dtype", help="load both models in this dtype (the official runs use bfloat16)")
+    p.add_argument("--dtype", help="load both models in this dtype (the official runs use bfloat16; default: the "
+                   "wider of their own: a float32 fine-tune of a bfloat16 base gets the base in float32)")
 
 
 def register_cli(commands, convert) -> None:

@@ -296,15 +296,10 @@ def compress(
     base_revision: str | None = None,
     progress: bool = True,
 ) -> BitDelta:
-    """BitDelta of ``finetune`` against ``base`` (same architecture).
+    """BitDelta of ``finetune`` against ``base`` (same architecture and dtype: see ``zoo.bitdelta._base.load_pair``).
 
-    Per selected layer: Δ = W_fine − W_base, bits = (Δ ≥ 0), α = mean |Δ| in fp32. Every other tensor of the
-    fine-tune is carried at full precision if it differs from the base's.
-
-    The delta applies to the base in the base's dtype. Δ is taken in the models' dtype when they share one (as the
-    official code does), else in the wider of the two: a float32 fine-tune of a bfloat16 base keeps every update's
-    sign, where rounding the fine-tune to bfloat16 first would zero the updates smaller than a bfloat16 step (their
-    sign then +1 whatever the update). Carried tensors are stored in the base's dtype, the one they run in.
+    Per selected layer: Δ = W_fine − W_base in the models' dtype, bits = (Δ ≥ 0), α = mean |Δ| in fp32. Every
+    other tensor of the fine-tune is carried at full precision if it differs from the base's.
     """
     from tqdm.auto import tqdm
 
@@ -323,10 +318,12 @@ def compress(
         if w_ft.shape != w_base.shape:
             raise ValueError(f"{name}: fine-tune weight {tuple(w_ft.shape)} vs base {tuple(w_base.shape)}; the "
                              "fine-tune has other sizes than this base: pass the base it was trained from")
+        if w_ft.dtype != w_base.dtype:
+            raise ValueError(f"{name}: fine-tune is {w_ft.dtype} but base is {w_base.dtype}; load both in one dtype "
+                             "(the wider of the two: `zoo bitdelta compress` loads them so)")
     for name in tqdm(names, desc="compress", disable=not progress or len(names) < 8):
         w_ft, w_base = linear_weight(ft_modules[name]), linear_weight(base_modules[name])
-        wide = torch.promote_types(w_ft.dtype, w_base.dtype)
-        delta = w_ft.to(wide) - w_base.to(wide)  # (out, in); bf16 and fp16 values are exact in fp32
+        delta = w_ft - w_base  # (out, in), rounded to the models' dtype first
         masks[name] = pack_signs(delta)
         scales[name] = delta.float().abs().mean()
         shapes[name] = tuple(delta.shape)
@@ -342,8 +339,6 @@ def compress(
             continue
         seen.add(id(t))
         b = base_state.get(key)
-        if b is not None and b.shape == t.shape and b.is_floating_point() and t.is_floating_point():
-            t = t.to(b.dtype)
         if b is None or b.shape != t.shape or b.dtype != t.dtype or not torch.equal(b, t):
             params[key] = t.detach().clone()
     return BitDelta(masks=masks, scales=scales, shapes=shapes, params=params, base=base_name,

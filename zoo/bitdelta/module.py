@@ -21,10 +21,11 @@ from typing import Any
 import lightning as L
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.utilities import rank_zero_info
 from torch import nn
 
 from zoo.io import DEFAULT_SHARD_BYTES, atomic_path
-from zoo.bitdelta._base import base_source, load_model
+from zoo.bitdelta._base import base_source, load_model, load_pair
 from zoo.bitdelta.delta import BitDelta, compress, parse_dtype_name
 from zoo.bitdelta.model import apply_deltas_, compressed_layers, delta_from_model
 from zoo.errors import ConfigError
@@ -349,34 +350,35 @@ class BitDeltaModule(_SavedAsDelta):
         return self
 
     # ------------------------------------------------------------------ running
-    def _base_task_api(self, name: str) -> Any:
-        """The attribute ``name`` of a zoo base model if its class adds it to ZooModule (its task API), else None.
-        In-place methods (``weights_from_checkpoint_``) are not passed on: they would change the base, not the delta."""
+    def _base_answers(self, name: str) -> bool:
+        """Whether ``name`` is the zoo base model's to answer: a public name ZooModule does not have (the base's own
+        API and parts: EScAIP's ``as_calculator`` and ``scaling``, chess's ``engine`` and ``cfg``, RCG's ``sample``,
+        ...). In-place methods (``weights_from_checkpoint_``) are not passed on: they would change the base, not the
+        delta."""
         base = self.__dict__.get("_modules", {}).get("model")
-        if name.startswith("_") or name.endswith("_") or not isinstance(base, ZooModule) or hasattr(ZooModule, name):
-            return None
-        return getattr(base, name) if hasattr(type(base), name) else None
+        return (isinstance(base, ZooModule) and not name.startswith("_") and not name.endswith("_")
+                and not hasattr(ZooModule, name))
 
     def __getattr__(self, name: str) -> Any:
-        """A delta of a zoo model answers its base's task API (EScAIP's ``as_calculator``, chess's ``engine``, RCG's
-        ``sample``, ...) on the fine-tune's weights: the base this delta was applied to runs it."""
+        """A delta of a zoo model answers as its base does (``as_calculator()``, ``engine()``, ``sample()``, its parts)
+        on the fine-tune's weights: the base this delta was applied to runs it. Its own hyperparameters, ``model``
+        (the base) and ZooModule's API are the delta's."""
         try:
             return super().__getattr__(name)
         except AttributeError:
-            found = self._base_task_api(name)
-            if found is None:
+            if not self._base_answers(name):
                 raise
-            return found
+            return getattr(self._modules["model"], name)
 
     def __dir__(self) -> list[str]:
-        base = self.__dict__.get("_modules", {}).get("model")
-        return sorted({*super().__dir__(), *(n for n in dir(base) if self._base_task_api(n) is not None)})
+        return sorted({*super().__dir__(), *(n for n in dir(self._modules["model"]) if self._base_answers(n))})
 
     def generate(self, *args, **kwargs):
         """The fine-tune's ``generate``: a zoo base's own (a CausalLM's text, an RCG stage's images), or for a Hugging
         Face causal LM :meth:`_continue_text`."""
-        own = self._base_task_api("generate")
-        return own(*args, **kwargs) if own is not None else self._continue_text(*args, **kwargs)
+        if self._base_answers("generate") and hasattr(self.model, "generate"):
+            return self.model.generate(*args, **kwargs)
+        return self._continue_text(*args, **kwargs)
 
     def _continue_text(self, prompt: str, max_new_tokens: int = 80, temperature: float = 0.0, *, top_k: int = 0,
                       top_p: float = 1.0, seed: int | None = None, tokenizer=None) -> str:
@@ -459,9 +461,10 @@ class ScaleDistillation(_SavedAsDelta):
 
     def _build(self, base_model: nn.Module | None, finetune_model: nn.Module | None) -> None:
         hp = self.hparams
-        base_m = load_model(base_model if base_model is not None else hp.base, revision=hp.base_revision, dtype=hp.dtype)
-        teacher = load_model(finetune_model if finetune_model is not None else hp.finetune, revision=hp.finetune_revision,
-                            dtype=hp.dtype)
+        base_m, teacher = load_pair(base_model if base_model is not None else hp.base,
+                                    finetune_model if finetune_model is not None else hp.finetune, dtype=hp.dtype,
+                                    base_revision=hp.base_revision, finetune_revision=hp.finetune_revision,
+                                    note=rank_zero_info)
         delta = compress(base_m, teacher, select=hp.select, exclude=hp.exclude or (), base_name=hp.base,
                          base_revision=hp.base_revision)
         compressed = {f"{n}.weight" for n in delta.shapes}

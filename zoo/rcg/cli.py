@@ -101,7 +101,7 @@ def cmd_reconstruct(args) -> None:
 
     pictures = read_images(args.images)  # before the model loads: a wrong file fails at once
     model = _load(args)
-    size = model.hparams.image_size
+    size = model.image_size  # a property, so that a BitDelta of the pipeline has it too
     images = [torch.from_numpy(np.array(fit_size(path, img, size, args.center_crop))).permute(2, 0, 1).float() / 255
               for path, img in zip(args.images, pictures)]
     batch = torch.stack(images)

@@ -94,6 +94,11 @@ class RCGPipeline(_RCGStage):
         return {**SAMPLING_DEFAULTS, **(self.hparams.get("sampling") or {})}
 
     @property
+    def image_size(self) -> int:
+        """The side, in pixels, of the images it generates and reconstructs."""
+        return self.hparams.image_size
+
+    @property
     def is_class_conditional(self) -> bool:
         return self.rdm.config.use_context
 
@@ -209,7 +214,7 @@ class RCGPipeline(_RCGStage):
                     temperature: float | None = None, seed: int | None = 0) -> torch.Tensor:
         """Generate one image per input, conditioned on the input's own representation (no RDM)."""
         images = self._check_images(images)
-        size = self.hparams.image_size
+        size = self.image_size
         if images.shape[-2:] != (size, size):
             raise ValueError(f"images must be {size}x{size} (got {tuple(images.shape[-2:])}); resize/crop first")
         with eval_mode(self):
