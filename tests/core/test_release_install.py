@@ -6,7 +6,6 @@ import inspect
 import json
 import os
 import subprocess
-import sys
 import textwrap
 import zipfile
 from dataclasses import replace
