@@ -105,12 +105,12 @@ def test_no_network_and_no_mirror_is_one_quick_error_naming_zoo_hub_and_the_cach
     # file for ~25 s, and the error once sent the user into site-packages/hub/
     import time
 
-    import zoo.hub
+    import zoo.settings
 
     monkeypatch.delenv("ZOO_HUB", raising=False)
     for proxy in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(proxy, raising=False)
-    monkeypatch.setattr(zoo.hub, "__file__", str(tmp_path / "site-packages" / "zoo" / "hub.py"))
+    monkeypatch.setattr(zoo.settings, "__file__", str(tmp_path / "site-packages" / "zoo" / "settings.py"))
     monkeypatch.setenv("ZOO_HF_ENDPOINT", "http://127.0.0.1:9")
     register_model(ModelEntry(name="toy-nomirror", method="toy", repo="user/x", revision="a" * 40,
                               files=(FileSpec("config.json", "b" * 64, 10),)))
