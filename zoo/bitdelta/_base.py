@@ -11,6 +11,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from zoo.bitdelta.delta import check_same_kind
 from zoo.io import CONFIG_NAME
 
 __all__ = ["load_model", "load_pair", "weights_dtype", "is_zoo_ref", "base_source"]
@@ -117,6 +118,7 @@ def load_pair(
     """
     finetune_model = load_model(finetune, revision=finetune_revision, dtype=dtype)
     base_model = load_model(base, revision=base_revision, dtype=dtype)
+    check_same_kind(base_model, finetune_model)
     wide = torch.promote_types(weights_dtype(base_model), weights_dtype(finetune_model))
     if note is not None and weights_dtype(base_model) != weights_dtype(finetune_model):
         names = [str(d).removeprefix("torch.") for d in (weights_dtype(finetune_model), weights_dtype(base_model), wide)]

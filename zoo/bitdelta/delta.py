@@ -34,6 +34,7 @@ from zoo.bitdelta._bits import BIT_ORDER, SIGN_CONVENTION, pack_signs
 __all__ = [
     "BitDelta",
     "compress",
+    "check_same_kind",
     "select_modules",
     "base_fingerprint",
     "linear_weight",
@@ -285,6 +286,14 @@ class BitDelta:
 
 
 # ----------------------------------------------------------------------------- compress
+def check_same_kind(base: nn.Module, finetune: nn.Module) -> None:
+    """Raise ValueError unless ``finetune`` is the same kind of model (class) as ``base``."""
+    if type(base) is not type(finetune):
+        raise ValueError(f"the fine-tune ({type(finetune).__name__}) is another kind of model than the base "
+                         f"({type(base).__name__}); a delta compresses a fine-tune of its own base: pass the base the "
+                         "fine-tune was trained from")
+
+
 @torch.no_grad()
 def compress(
     base: nn.Module,
@@ -303,10 +312,7 @@ def compress(
     """
     from tqdm.auto import tqdm
 
-    if type(base) is not type(finetune):
-        raise ValueError(f"the fine-tune ({type(finetune).__name__}) is another kind of model than the base "
-                         f"({type(base).__name__}); a delta compresses a fine-tune of its own base: pass the base the "
-                         "fine-tune was trained from")
+    check_same_kind(base, finetune)
     base_state = base.state_dict()
     ft_modules, base_modules = dict(finetune.named_modules()), dict(base.named_modules())
     names = select_modules(finetune, select, exclude)
