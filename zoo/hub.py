@@ -637,6 +637,11 @@ def _fetch_hf_upstream(entry: ModelEntry, spec: FileSpec) -> Path:
                 f"{'the pinned sha256 ' + spec.sha256 if spec.sha256 else 'the hash the Hub announced'}, "
                 "twice in a row; nothing was kept")
 
+    if not is_offline() and (unreachable := _unreachable_hub()) is not None:
+        try:  # the HF cache may hold the file still, from before its pin was recorded in ZOO_HOME
+            return _download_verified(repo_id, path, revision, complaint, local_only=True)
+        except OfflineError:
+            raise OfflineError(unreachable) from None
     return _download_verified(repo_id, path, revision, complaint, local_only=is_offline())
 
 
