@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Self
@@ -130,6 +131,19 @@ def _module_class(config: dict, config_path: Path) -> type[ZooModule]:
             f"{', '.join(known)}. Correct the file, or install the package of the method that wrote it",
             path=config_path)
     return resolve_module_class(model_type)
+
+
+def _quiet_eval_mode_warning_by_design(module: ZooModule) -> None:
+    """Leave out Lightning's warning about submodules in eval mode at the start of training when each of them is in
+    ``module.parts_in_eval_mode()``. The filter names their exact number: a module in eval mode by mistake beside
+    them still shows the warning."""
+    from lightning.pytorch.utilities.warnings import PossibleUserWarning
+
+    by_design = {id(sub) for part in module.parts_in_eval_mode() for sub in part.modules()}
+    in_eval = [sub for sub in module.modules() if not sub.training]
+    if in_eval and all(id(sub) in by_design for sub in in_eval):
+        warnings.filterwarnings("ignore", message=rf"Found {len(in_eval)} module\(s\) in eval mode at the start of "
+                                "training", category=PossibleUserWarning)
 
 
 class ZooModule(L.LightningModule):
@@ -311,10 +325,23 @@ class ZooModule(L.LightningModule):
             if fn is not None and any(b.is_meta for b in module.buffers(recurse=False)):
                 fn(device)
 
+    # ----------------------------------------------------------------- training
+    def parts_in_eval_mode(self) -> list[torch.nn.Module]:
+        """Submodules that stay in eval mode while the rest trains, by design (frozen parts, say): ``train()``
+        leaves them in eval mode, and Lightning's warning about modules in eval mode at the start of training is
+        not shown for them."""
+        return []
+
+    def train(self, mode: bool = True) -> Self:
+        super().train(mode)
+        for part in self.parts_in_eval_mode():
+            part.eval()
+        return self
+
     def on_fit_start(self) -> None:
-        # zoo.load returns eval mode and Lightning keeps a module's mode, so switch back for training;
-        # methods with frozen parts keep them in eval by overriding train()
+        # zoo.load returns eval mode and Lightning keeps a module's mode, so switch back for training
         self.train()
+        _quiet_eval_mode_warning_by_design(self)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         from zoo.training import resume_where_fit_stopped
