@@ -167,6 +167,23 @@ def test_make_data_onto_a_full_disk(mounts, tmp_path, capsys):
     assert [p.name for p in out.rglob("*.extxyz")] == ["seg_00000.extxyz"]
 
 
+def test_chess_bag_onto_a_full_disk_leaves_nothing(mounts, tmp_path):
+    from zoo.chess.bag import BagReader, BagWriter
+
+    disk = mounts.disk(tmp_path / "disk", "16k")
+    bag = disk / "data" / "action_value_data.bag"
+    too_many = [b"x" * 1024] * 64
+    index_too_big = [b"x"] * 4096  # the records fit (4 KiB), their index (32 KiB) does not
+    for records in (too_many, index_too_big):
+        with pytest.raises(DiskFullError, match=f"^{bag}: the disk is full"), BagWriter(bag) as writer:
+            writer.write_all(records)
+        assert _files(disk) == []  # no temporary bag, no folder made for it
+    mounts.resize(disk, "1m")
+    with BagWriter(bag) as writer:
+        writer.write_all(records)
+    assert list(BagReader(bag)) == records and _files(disk) == ["data", "data/action_value_data.bag"]
+
+
 def test_download_that_cannot_fit_is_refused_before_its_first_byte(hub, mounts, tmp_path, monkeypatch, capsys):
     model, _ = publish_pinned("toy-roomless", ToyRegressor(width=256))
     cache = mounts.disk(tmp_path / "hf", "128k")
