@@ -319,3 +319,40 @@ def test_ctrl_c_during_a_conversion(tmp_path):
     assert not out.exists()
     assert main(["convert", "escaip", str(ESCAIP_CHECKPOINT), "--out", str(out)]) == 0
     assert zoo.load(out).model_type == "escaip"
+
+
+@pytest.mark.parametrize("writer", ["save_pretrained", "publish", "convert chess", "convert bitdelta"])
+def test_ctrl_c_between_the_weights_and_the_config_leaves_no_folder(writer, tmp_path, monkeypatch):
+    """Interrupted once the weights are written, before config.json is: the new folder goes with them (a folder of
+    weights and no config would not load, and would block the next try)."""
+    import zoo.bitdelta.delta
+    import zoo.chess.convert
+    import zoo.io
+    import zoo.module
+
+    def ctrl_c_at_the_config(path, obj):
+        assert list(Path(path).parent.glob("*.safetensors")), "the weights come first"
+        raise KeyboardInterrupt
+
+    out = tmp_path / "new" / "repo"
+    ToyRegressor().save_pretrained(tmp_path / "toy")
+    commands = {"publish": ["publish", str(tmp_path / "toy"), str(out)],
+                "convert chess": ["convert", "chess", str(TESTS / "fixtures" / "chess" / "model_av_tiny" / "params.npz"),
+                                  "--out", str(out), "--num-heads", "4", "--policy", "action_value"],
+                "convert bitdelta": ["convert", "bitdelta", str(TESTS / "fixtures" / "bitdelta" / "diff.pt"), "--out",
+                                     str(out), "--base", "base"]}
+    for module in (zoo.module, zoo.chess.convert, zoo.bitdelta.delta):
+        monkeypatch.setattr(module, "write_json_atomic", ctrl_c_at_the_config)
+    if writer == "save_pretrained":
+        with pytest.raises(KeyboardInterrupt):
+            ToyRegressor().save_pretrained(out)
+    else:
+        assert main(commands[writer]) == 130
+    assert not (tmp_path / "new").exists()
+    monkeypatch.undo()
+    if writer == "save_pretrained":
+        ToyRegressor().save_pretrained(out)
+    else:
+        assert main(commands[writer]) == 0
+    base = {"base": str(TESTS / "fixtures" / "bitdelta" / "base")} if writer == "convert bitdelta" else {}
+    assert zoo.load(out, **base) is not None
