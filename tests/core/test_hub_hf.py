@@ -129,16 +129,11 @@ def test_no_network_fails_hf_loads_at_once(hub, isolated_caches, monkeypatch):
     import shutil
     import time
 
-    from core_testdata import official_toy
+    from core_testdata import official_toy_on_the_hub
 
     for proxy in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(proxy, raising=False)
-    model, data = official_toy()
-    hub.seed("authors/official", {"folder/official.safetensors": data})
-    register_model(ModelEntry(name="toy-hf-official", method="toy", converter="toy:convert_upstream",
-                              convert_args={"width": 8},
-                              upstream=(FileSpec("official.safetensors", None, None,
-                                                 url="hf://authors/official/folder/official.safetensors"),)))
+    model, _ = official_toy_on_the_hub(hub, "toy-hf-official")
     zoo.load("toy-hf-official")
     shutil.rmtree(isolated_caches / "zoo")
     monkeypatch.setenv("ZOO_HF_ENDPOINT", "http://127.0.0.1:9")
