@@ -442,11 +442,13 @@ def _hf_entry(repo_id: str, revision: str) -> ModelEntry:
                            f"`zoo download hf://{repo_id}` with network first, or pass a local folder to zoo.load")
     else:
         try:
+            if (unreachable := _unreachable_hub()) is not None:
+                raise OfflineError(unreachable)
             manifest = _resolve_manifest(repo_id, revision)
-        except OfflineError:
+        except OfflineError as err:
             if not cached:
-                raise OfflineError(f"hf://{repo_id}@{revision} was never downloaded here and the Hub cannot be "
-                                   f"reached; run `zoo download hf://{repo_id}` with network first") from None
+                raise OfflineError(f"hf://{repo_id}@{revision} was never downloaded here and the Hub is out of reach "
+                                   f"({err}); run `zoo download hf://{repo_id}` with network first") from None
             # the network is down: serve the branch as it was last seen
             manifest = json.loads((manifests / f"{ref_file.read_text().strip()}.json").read_text())
         else:
