@@ -217,14 +217,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_publish)
 
     p = commands.add_parser("train", help="run a recipe (LightningCLI YAML) from scratch")
-    p.add_argument("recipe", help="e.g. recipes/escaip/tiny_emt.yaml; further --a.b=c arguments override the recipe")
+    p.add_argument("recipe", help="a recipe file, e.g. the one `zoo recipe escaip/tiny_emt --out tiny_emt.yaml` "
+                   "copies; further --a.b=c arguments override the recipe")
     p.add_argument("--ckpt-path", help="resume from this Lightning checkpoint, or 'last' (the newest last.ckpt of the "
                    "recipe's ModelCheckpoint, if any: safe to pass on a first run)")
     p.set_defaults(func=cmd_train)
 
     p = commands.add_parser("finetune", help="run a recipe starting from a pretrained model's weights")
     p.add_argument("name", help="catalog name, hf://owner/repo or a local repo folder")
-    p.add_argument("recipe", help="a recipe for the same module; further --a.b=c arguments override it")
+    p.add_argument("recipe", help="a recipe file for the same module, e.g. for escaip-tiny-emt the one `zoo recipe "
+                   "escaip/tiny_emt --out tiny_emt.yaml` copies; further --a.b=c arguments override it")
     p.add_argument("--ckpt-path", help="resume an interrupted fine-tune from this Lightning checkpoint, or 'last'")
     p.set_defaults(func=cmd_train)
 

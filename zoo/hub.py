@@ -442,11 +442,13 @@ def _hf_entry(repo_id: str, revision: str) -> ModelEntry:
                            f"`zoo download hf://{repo_id}` with network first, or pass a local folder to zoo.load")
     else:
         try:
+            if (unreachable := _unreachable_hub()) is not None:
+                raise OfflineError(unreachable)
             manifest = _resolve_manifest(repo_id, revision)
-        except OfflineError:
+        except OfflineError as err:
             if not cached:
-                raise OfflineError(f"hf://{repo_id}@{revision} was never downloaded here and the Hub cannot be "
-                                   f"reached; run `zoo download hf://{repo_id}` with network first") from None
+                raise OfflineError(f"hf://{repo_id}@{revision} was never downloaded here and the Hub is out of reach "
+                                   f"({err}); run `zoo download hf://{repo_id}` with network first") from None
             # the network is down: serve the branch as it was last seen
             manifest = json.loads((manifests / f"{ref_file.read_text().strip()}.json").read_text())
         else:
@@ -637,6 +639,11 @@ def _fetch_hf_upstream(entry: ModelEntry, spec: FileSpec) -> Path:
                 f"{'the pinned sha256 ' + spec.sha256 if spec.sha256 else 'the hash the Hub announced'}, "
                 "twice in a row; nothing was kept")
 
+    if not is_offline() and (unreachable := _unreachable_hub()) is not None:
+        try:  # the HF cache may hold the file still, from before its pin was recorded in ZOO_HOME
+            return _download_verified(repo_id, path, revision, complaint, local_only=True)
+        except OfflineError:
+            raise OfflineError(unreachable) from None
     return _download_verified(repo_id, path, revision, complaint, local_only=is_offline())
 
 

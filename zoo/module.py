@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Self
@@ -19,7 +20,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from zoo.io import CONFIG_NAME, DEFAULT_SHARD_BYTES, atomic_path, load_state_dict, save_state_dict, sha256_file
-from zoo.io import write_json_atomic
+from zoo.io import folder_undone_on_failure, write_json_atomic
 from zoo._lightning import L  # Lightning without the optional packages torchmetrics would import
 from zoo.card import check_card, load_card, render_card
 from zoo.convert import preview, safe_torch_load
@@ -132,6 +133,19 @@ def _module_class(config: dict, config_path: Path) -> type[ZooModule]:
     return resolve_module_class(model_type)
 
 
+def _quiet_eval_mode_warning_by_design(module: ZooModule) -> None:
+    """Leave out Lightning's warning about submodules in eval mode at the start of training when each of them is in
+    ``module.parts_in_eval_mode()``. The filter names their exact number: a module in eval mode by mistake beside
+    them still shows the warning."""
+    from lightning.pytorch.utilities.warnings import PossibleUserWarning
+
+    by_design = {id(sub) for part in module.parts_in_eval_mode() for sub in part.modules()}
+    in_eval = [sub for sub in module.modules() if not sub.training]
+    if in_eval and all(id(sub) in by_design for sub in in_eval):
+        warnings.filterwarnings("ignore", message=rf"Found {len(in_eval)} module\(s\) in eval mode at the start of "
+                                "training", category=PossibleUserWarning)
+
+
 class ZooModule(L.LightningModule):
     model_type: ClassVar[str] = ""
     method: ClassVar[str] = ""
@@ -172,18 +186,20 @@ class ZooModule(L.LightningModule):
         max_shard_bytes: int = DEFAULT_SHARD_BYTES,
         extra_files: dict[str, str | bytes] | None = None,
     ) -> list[str]:
-        """Write ``config.json`` and ``model.safetensors`` (sharded above ``max_shard_bytes``)."""
-        directory = Path(directory)
-        names = save_state_dict(
-            self.pretrained_state_dict(),
-            directory,
-            max_shard_bytes=max_shard_bytes,
-        )
-        write_json_atomic(directory / CONFIG_NAME, self.config_json())
-        for name, content in (extra_files or {}).items():
-            with atomic_path(directory / name) as tmp:
-                tmp.write_bytes(content.encode() if isinstance(content, str) else content)
-            names.append(name)
+        """Write ``config.json`` and ``model.safetensors`` (sharded above ``max_shard_bytes``). Should that fail or be
+        interrupted (a full disk, Ctrl-C), a ``directory`` this call created is removed: never weights without a
+        config."""
+        with folder_undone_on_failure(directory) as directory:
+            names = save_state_dict(
+                self.pretrained_state_dict(),
+                directory,
+                max_shard_bytes=max_shard_bytes,
+            )
+            write_json_atomic(directory / CONFIG_NAME, self.config_json())
+            for name, content in (extra_files or {}).items():
+                with atomic_path(directory / name) as tmp:
+                    tmp.write_bytes(content.encode() if isinstance(content, str) else content)
+                names.append(name)
         return [CONFIG_NAME, *names]
 
     @classmethod
@@ -311,10 +327,23 @@ class ZooModule(L.LightningModule):
             if fn is not None and any(b.is_meta for b in module.buffers(recurse=False)):
                 fn(device)
 
+    # ----------------------------------------------------------------- training
+    def parts_in_eval_mode(self) -> list[torch.nn.Module]:
+        """Submodules that stay in eval mode while the rest trains, by design (frozen parts, say): ``train()``
+        leaves them in eval mode, and Lightning's warning about modules in eval mode at the start of training is
+        not shown for them."""
+        return []
+
+    def train(self, mode: bool = True) -> Self:
+        super().train(mode)
+        for part in self.parts_in_eval_mode():
+            part.eval()
+        return self
+
     def on_fit_start(self) -> None:
-        # zoo.load returns eval mode and Lightning keeps a module's mode, so switch back for training;
-        # methods with frozen parts keep them in eval by overriding train()
+        # zoo.load returns eval mode and Lightning keeps a module's mode, so switch back for training
         self.train()
+        _quiet_eval_mode_warning_by_design(self)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         from zoo.training import resume_where_fit_stopped
@@ -367,12 +396,13 @@ class ZooModule(L.LightningModule):
         return {"repo": repo_id, "commit": info.oid, "files": files}
 
     def _write_repo(self, folder: Path, card: dict | None, max_shard_bytes: int) -> dict[str, dict]:
-        names = self.save_pretrained(folder, max_shard_bytes=max_shard_bytes)
-        files = {n: {"sha256": sha256_file(folder / n), "size": (folder / n).stat().st_size} for n in names}
-        # the card shows what was written, not the in-memory module (a delta loads merged, stores bf16 tensors, ...)
-        written = json.loads((folder / CONFIG_NAME).read_text(encoding="utf-8"))["hparams"]
-        with atomic_path(folder / "README.md") as tmp:
-            tmp.write_text(render_card(self, files, card, config=written), encoding="utf-8")
+        with folder_undone_on_failure(folder):  # a new repo folder is whole, card included, or gone
+            names = self.save_pretrained(folder, max_shard_bytes=max_shard_bytes)
+            files = {n: {"sha256": sha256_file(folder / n), "size": (folder / n).stat().st_size} for n in names}
+            # the card shows what was written, not the in-memory module (a delta loads merged, stores bf16 tensors)
+            written = json.loads((folder / CONFIG_NAME).read_text(encoding="utf-8"))["hparams"]
+            with atomic_path(folder / "README.md") as tmp:
+                tmp.write_text(render_card(self, files, card, config=written), encoding="utf-8")
         readme = folder / "README.md"
         files["README.md"] = {"sha256": sha256_file(readme), "size": readme.stat().st_size}
         return files

@@ -47,6 +47,17 @@ def official_toy(width: int = 8) -> tuple[ToyRegressor, bytes]:
     return model, save({k.replace("net.", "official."): v for k, v in model.net.state_dict(prefix="net.").items()})
 
 
+def official_toy_on_the_hub(hub, name: str) -> tuple[ToyRegressor, bytes]:
+    """:func:`official_toy`, its file seeded in the loopback Hub's authors/official and registered as NAME, an
+    entry converted from that upstream file (as the BitDelta diffs are hosted)."""
+    model, data = official_toy()
+    hub.seed("authors/official", {"folder/official.safetensors": data})
+    register_model(ModelEntry(name=name, method="toy", converter="toy:convert_upstream", convert_args={"width": 8},
+                              upstream=(FileSpec("official.safetensors", None, None,
+                                                 url="hf://authors/official/folder/official.safetensors"),)))
+    return model, data
+
+
 def hf_blob_names(caches: Path, repo: str) -> set[str]:
     """The blobs of ``repo`` in the HF cache of the ``isolated_caches`` fixture: named by their ETag (the sha256 of an
     LFS file), with ``.incomplete`` appended while downloading."""

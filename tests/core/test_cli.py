@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from toy import ToyRegressor
 
@@ -124,21 +125,26 @@ def test_help_shows_every_default():
 
 
 def test_help_cites_no_file_only_a_checkout_has():
-    # an installed zoo has no benchmarks/, scripts/ or tests/ to look in
+    # an installed zoo has no benchmarks/, recipes/ (`zoo recipe` copies one), scripts/ or tests/ to look in
     from zoo.cli import build_parser
 
     for parser in _parsers(build_parser()):
         add, parser._add_arguments = getattr(parser, "_add_arguments", None), None
         if add:  # options added on first parse (zoo._cli.ArgumentParser)
             add(parser)
-        cited = re.findall(r"\b(?:benchmarks|scripts|tests)/\S+", " ".join(parser.format_help().split()))
+        cited = re.findall(r"\b(?:benchmarks|recipes|scripts|tests)/\S+", " ".join(parser.format_help().split()))
         assert not cited, f"{parser.prog} --help cites {cited}"
 
 
-def test_train_help_example_is_a_real_recipe():
-    out = subprocess.run([sys.executable, "-m", "zoo.cli", "train", "--help"], capture_output=True, text=True)
-    example = re.search(r"e\.g\. (recipes/\S+\.yaml)", " ".join(out.stdout.split()))
-    assert example and (ROOT / example.group(1)).is_file(), out.stdout
+@pytest.mark.parametrize("command", ["train", "finetune"])
+def test_train_help_example_is_a_real_recipe(command, tmp_path):
+    # the example works from an installed wheel too: it copies a packaged recipe rather than citing recipes/
+    out = subprocess.run([sys.executable, "-m", "zoo.cli", command, "--help"], capture_output=True, text=True)
+    example = re.search(r"`zoo recipe (\S+) --out (\S+\.yaml)`", " ".join(out.stdout.split()))
+    assert example, out.stdout
+    name, out_file = example.groups()
+    assert main(["recipe", name, "--out", str(tmp_path / out_file)]) == 0
+    assert yaml.safe_load((tmp_path / out_file).read_text())["model"]["class_path"]
 
 
 def test_a_closed_pipe_ends_quietly():

@@ -13,14 +13,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from core_testdata import (hf_blob_names, load_in_processes, loader_script, official_toy, pinned_entry,
+from core_testdata import (hf_blob_names, load_in_processes, loader_script, official_toy_on_the_hub, pinned_entry,
                            publish_pinned, same_weights, weight_sum)
 from toy import ToyRegressor
 
 import zoo
 from zoo.cli import main
 from zoo.errors import HubError, IntegrityError, OfflineError, RepoChangedError
-from zoo.registry import FileSpec, ModelEntry, register_model
 
 
 @pytest.fixture
@@ -187,12 +186,7 @@ def test_private_repo_and_server_errors_are_one_line(hub, capsys, monkeypatch):
 def test_official_file_on_the_hub_goes_through_the_hf_cache(hub, isolated_caches):
     """An upstream file hosted on the Hub (as the BitDelta diffs are): hf_hub_download into the HF cache, checked
     against the LFS sha256 the Hub announces, pinned on first use, then converted."""
-    model, data = official_toy()
-    hub.seed("authors/official", {"folder/official.safetensors": data})
-    register_model(ModelEntry(name="toy-hf-upstream", method="toy", converter="toy:convert_upstream",
-                              convert_args={"width": 8},
-                              upstream=(FileSpec("official.safetensors", None, None,
-                                                 url="hf://authors/official/folder/official.safetensors"),)))
+    model, data = official_toy_on_the_hub(hub, "toy-hf-upstream")
     hub.flip("folder/official.safetensors", offset=-3, repo_id="authors/official")
     with pytest.raises(IntegrityError, match="twice in a row; nothing was kept"):
         zoo.load("toy-hf-upstream")

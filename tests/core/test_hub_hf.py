@@ -121,3 +121,29 @@ def test_no_network_and_no_mirror_is_one_quick_error_naming_zoo_hub_and_the_cach
     message = str(err.value)
     assert "set ZOO_HUB to a mirror folder holding the repo as toy-nomirror/" in message
     assert f"copy its HF cache to {isolated_caches / 'hf'}" in message and "site-packages" not in message
+
+
+def test_no_network_fails_hf_loads_at_once(hub, isolated_caches, monkeypatch):
+    # hf:// repos and official files hosted on the Hub: one connection attempt, not huggingface_hub's ~25 s of
+    # retries per file; an official file the HF cache still holds (its pin in ZOO_HOME gone) loads from there
+    import shutil
+    import time
+
+    from core_testdata import official_toy_on_the_hub
+
+    for proxy in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(proxy, raising=False)
+    model, _ = official_toy_on_the_hub(hub, "toy-hf-official")
+    zoo.load("toy-hf-official")
+    shutil.rmtree(isolated_caches / "zoo")
+    monkeypatch.setenv("ZOO_HF_ENDPOINT", "http://127.0.0.1:9")
+    assert same_weights(model, zoo.load("toy-hf-official"))
+    shutil.rmtree(isolated_caches / "hf" / "models--authors--official")
+    start = time.monotonic()
+    with pytest.raises(OfflineError, match=r"toy-hf-official' is not on this machine .*\(cannot reach the Hub at "
+                                           r"http://127\.0\.0\.1:9: "):
+        zoo.load("toy-hf-official")
+    with pytest.raises(OfflineError, match=r"hf://user/never-seen@main was never downloaded here and the Hub is out "
+                                           r"of reach \(cannot reach the Hub at http://127\.0\.0\.1:9: "):
+        zoo.load("hf://user/never-seen")
+    assert time.monotonic() - start < 5

@@ -167,6 +167,23 @@ def test_make_data_onto_a_full_disk(mounts, tmp_path, capsys):
     assert [p.name for p in out.rglob("*.extxyz")] == ["seg_00000.extxyz"]
 
 
+def test_chess_bag_onto_a_full_disk_leaves_nothing(mounts, tmp_path):
+    from zoo.chess.bag import BagReader, BagWriter
+
+    disk = mounts.disk(tmp_path / "disk", "16k")
+    bag = disk / "data" / "action_value_data.bag"
+    too_many = [b"x" * 1024] * 64
+    index_too_big = [b"x"] * 4096  # the records fit (4 KiB), their index (32 KiB) does not
+    for records in (too_many, index_too_big):
+        with pytest.raises(DiskFullError, match=f"^{bag}: the disk is full"), BagWriter(bag) as writer:
+            writer.write_all(records)
+        assert _files(disk) == []  # no temporary bag, no folder made for it
+    mounts.resize(disk, "1m")
+    with BagWriter(bag) as writer:
+        writer.write_all(records)
+    assert list(BagReader(bag)) == records and _files(disk) == ["data", "data/action_value_data.bag"]
+
+
 def test_download_that_cannot_fit_is_refused_before_its_first_byte(hub, mounts, tmp_path, monkeypatch, capsys):
     model, _ = publish_pinned("toy-roomless", ToyRegressor(width=256))
     cache = mounts.disk(tmp_path / "hf", "128k")
@@ -302,3 +319,40 @@ def test_ctrl_c_during_a_conversion(tmp_path):
     assert not out.exists()
     assert main(["convert", "escaip", str(ESCAIP_CHECKPOINT), "--out", str(out)]) == 0
     assert zoo.load(out).model_type == "escaip"
+
+
+@pytest.mark.parametrize("writer", ["save_pretrained", "publish", "convert chess", "convert bitdelta"])
+def test_ctrl_c_between_the_weights_and_the_config_leaves_no_folder(writer, tmp_path, monkeypatch):
+    """Interrupted once the weights are written, before config.json is: the new folder goes with them (a folder of
+    weights and no config would not load, and would block the next try)."""
+    import zoo.bitdelta.delta
+    import zoo.chess.convert
+    import zoo.io
+    import zoo.module
+
+    def ctrl_c_at_the_config(path, obj):
+        assert list(Path(path).parent.glob("*.safetensors")), "the weights come first"
+        raise KeyboardInterrupt
+
+    out = tmp_path / "new" / "repo"
+    ToyRegressor().save_pretrained(tmp_path / "toy")
+    commands = {"publish": ["publish", str(tmp_path / "toy"), str(out)],
+                "convert chess": ["convert", "chess", str(TESTS / "fixtures" / "chess" / "model_av_tiny" / "params.npz"),
+                                  "--out", str(out), "--num-heads", "4", "--policy", "action_value"],
+                "convert bitdelta": ["convert", "bitdelta", str(TESTS / "fixtures" / "bitdelta" / "diff.pt"), "--out",
+                                     str(out), "--base", "base"]}
+    for module in (zoo.module, zoo.chess.convert, zoo.bitdelta.delta):
+        monkeypatch.setattr(module, "write_json_atomic", ctrl_c_at_the_config)
+    if writer == "save_pretrained":
+        with pytest.raises(KeyboardInterrupt):
+            ToyRegressor().save_pretrained(out)
+    else:
+        assert main(commands[writer]) == 130
+    assert not (tmp_path / "new").exists()
+    monkeypatch.undo()
+    if writer == "save_pretrained":
+        ToyRegressor().save_pretrained(out)
+    else:
+        assert main(commands[writer]) == 0
+    base = {"base": str(TESTS / "fixtures" / "bitdelta" / "base")} if writer == "convert bitdelta" else {}
+    assert zoo.load(out, **base) is not None

@@ -35,6 +35,32 @@ def test_fit_a_loaded_model(tmp_path):
     assert not torch.equal(before, model.net[0].weight)
 
 
+class _FrozenFirstLayer(ToyRegressor):
+    """A module that trains with its first layer frozen, in eval mode by design."""
+
+    def parts_in_eval_mode(self):
+        return [self.net[0]]
+
+
+class _AlsoEvalByMistake(_FrozenFirstLayer):
+    def train(self, mode=True):
+        super().train(mode)
+        self.net[1].eval()  # not one of its parts_in_eval_mode
+        return self
+
+
+@pytest.mark.parametrize("module, warned", [(_FrozenFirstLayer, []), (_AlsoEvalByMistake, ["Found 2 module(s)"])])
+def test_eval_mode_warning_only_for_modules_not_in_eval_by_design(tmp_path, module, warned):
+    model = module()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _trainer(tmp_path, devices=1).fit(model, datamodule=ToyData())
+    assert not model.net[0].training and model.net[2].training  # the frozen part stayed in eval mode, the rest trained
+    said = [str(w.message).split(" in eval mode")[0] for w in caught
+            if "in eval mode at the start of training" in str(w.message)]
+    assert said == warned
+
+
 class _ReleaseProcessGroup(L.Callback):
     """Destroy the gloo process group before a spawned rank exits: left to interpreter shutdown, gloo's threads
     occasionally abort the rank ("terminate called without an active exception", SIGABRT; seen here under load)."""

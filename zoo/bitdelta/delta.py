@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from zoo.io import CONFIG_NAME, DEFAULT_SHARD_BYTES, load_state_dict, save_state_dict, weight_files, write_json_atomic
+from zoo.io import folder_undone_on_failure
 from zoo.bitdelta._bits import BIT_ORDER, SIGN_CONVENTION, pack_signs
 
 __all__ = [
@@ -215,8 +216,6 @@ class BitDelta:
         from zoo import __version__
         from zoo.module import CONFIG_FORMAT
 
-        directory = Path(directory)
-        names = save_state_dict(self.state_dict(), directory, max_shard_bytes=max_shard_bytes, metadata=self.metadata())
         config = {
             "zoo_config_format": CONFIG_FORMAT,
             "zoo_version": __version__,
@@ -224,7 +223,10 @@ class BitDelta:
             "model_type": MODEL_TYPE,
             "hparams": {**self.hparams(), **(extra_hparams or {})},
         }
-        write_json_atomic(directory / CONFIG_NAME, config)
+        with folder_undone_on_failure(directory) as directory:  # never weights without a config
+            names = save_state_dict(self.state_dict(), directory, max_shard_bytes=max_shard_bytes,
+                                    metadata=self.metadata())
+            write_json_atomic(directory / CONFIG_NAME, config)
         return [CONFIG_NAME, *names]
 
     @classmethod

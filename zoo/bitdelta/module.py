@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -478,7 +477,7 @@ class ScaleDistillation(_SavedAsDelta):
         if hp.mode == "official":  # the official optimizer gets every student parameter; base weights are buffers
             for p in student.parameters():
                 p.requires_grad_(True)
-        self.model = student.eval()  # see train()
+        self.model = student.eval()  # see parts_in_eval_mode()
         self._identity = delta.identity()
         self._new_tensors = [k for k in delta.params if k not in self._base_tensors]
         teacher.requires_grad_(False)
@@ -488,21 +487,15 @@ class ScaleDistillation(_SavedAsDelta):
     def teacher(self) -> nn.Module:
         return self._teacher[0]
 
-    def train(self, mode: bool = True) -> ScaleDistillation:
+    def parts_in_eval_mode(self) -> list[nn.Module]:
         # the student runs as the teacher does, in eval mode (dropout off; so does the official train.py, whose
         # models stay as from_pretrained returns them): its logits are to match the teacher's, and only α and the
         # carried tensors train
-        super().train(mode)
-        self.model.eval()
-        return self
+        return [self.model]
 
     def on_fit_start(self) -> None:
-        from lightning.pytorch.utilities.warnings import PossibleUserWarning
-
-        self.train()
+        super().on_fit_start()
         self.teacher.to(self.device)
-        # that is by design here, so Lightning's warning about modules in eval mode does not apply
-        warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode", category=PossibleUserWarning)
 
     def distillation_loss(self, batch) -> torch.Tensor:
         """MSE between student and teacher logits, torch's mean over batch × sequence × vocab (padding included)."""

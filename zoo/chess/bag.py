@@ -164,15 +164,23 @@ class BagWriter:
             self.write(record)
 
     def close(self, error: BaseException | None = None) -> None:
+        """Write the index and move the bag into place; after ``error``, or when the index cannot be written (a full
+        disk), remove the temporary bag instead (a full disk or a read-only folder is then zoo.io's error)."""
         if self._out.closed:
             return
-        if self._ends:
-            self._out.write(struct.pack(f"<{len(self._ends)}q", *self._ends))
-        self._out.close()
-        if error is None:
+        failed = error
+        try:
+            with self._out:
+                if error is None and self._ends:
+                    self._out.write(struct.pack(f"<{len(self._ends)}q", *self._ends))
+        except BaseException as err:  # noqa: BLE001  (re-raised below, once the temporary bag is gone)
+            failed = failed or err
+        if failed is None:
             self._ctx.__exit__(None, None, None)
-        else:
-            self._ctx.__exit__(type(error), error, error.__traceback__)
+            return
+        self._ctx.__exit__(type(failed), failed, failed.__traceback__)
+        if failed is not error:
+            raise failed
 
     def __enter__(self) -> "BagWriter":
         return self

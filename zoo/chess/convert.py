@@ -22,7 +22,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from zoo.io import CONFIG_NAME, LazyTensor, save_state_dict, write_json_atomic
+from zoo.io import CONFIG_NAME, LazyTensor, folder_undone_on_failure, save_state_dict, write_json_atomic
 from zoo.chess.model import ChessTransformerConfig, check_policy
 from zoo.chess.tokenizer import NUM_ACTIONS
 from zoo.convert import map_keys, single_file
@@ -278,9 +278,9 @@ def convert(
                        if k not in state or k not in expected or tuple(expected[k].shape) != state[k].shape)
         if wrong:
             raise ValueError(f"the checkpoint's arrays do not fit {type(module).__name__}: {wrong[:8]}")
-        out_dir = Path(out_dir)
-        save_state_dict(state, out_dir)
-        write_json_atomic(out_dir / CONFIG_NAME, module.config_json())
+        with folder_undone_on_failure(out_dir) as out_dir:  # never weights without a config
+            save_state_dict(state, out_dir)
+            write_json_atomic(out_dir / CONFIG_NAME, module.config_json())
     return load(out_dir)  # the written repo, read back strictly (weights memory-mapped)
 
 

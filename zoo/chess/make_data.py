@@ -151,16 +151,16 @@ def _finalize(cfg: DataConfig, out_dir: Path, games_dir: Path) -> dict:
     splits["train"] = [p for p in splits["train"] if _position_key(p["fen"]) not in seen["test"]]
     counts = {}
     for split, positions in splits.items():
-        writers = {kind: BagWriter(out_dir / split / f"{kind}_data.bag") for kind in RECORD_KINDS}
-        n_actions = 0
-        for pos in positions:
-            for move, value in pos["action_values"].items():
-                writers["action_value"].write(encode_record("action_value", pos["fen"], move, value))
-                n_actions += 1
-            writers["state_value"].write(encode_record("state_value", pos["fen"], pos["state_value"]))
-            writers["behavioral_cloning"].write(encode_record("behavioral_cloning", pos["fen"], pos["best_move"]))
-        for writer in writers.values():
-            writer.close()
+        with contextlib.ExitStack() as bags:  # a failed write leaves no partial bag
+            writers = {kind: bags.enter_context(BagWriter(out_dir / split / f"{kind}_data.bag"))
+                       for kind in RECORD_KINDS}
+            n_actions = 0
+            for pos in positions:
+                for move, value in pos["action_values"].items():
+                    writers["action_value"].write(encode_record("action_value", pos["fen"], move, value))
+                    n_actions += 1
+                writers["state_value"].write(encode_record("state_value", pos["fen"], pos["state_value"]))
+                writers["behavioral_cloning"].write(encode_record("behavioral_cloning", pos["fen"], pos["best_move"]))
         counts[split] = {"positions": len(positions), "action_values": n_actions}
     info = {"config": asdict(cfg), "counts": counts}
     write_json_atomic(out_dir / "info.json", info)

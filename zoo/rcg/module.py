@@ -98,19 +98,13 @@ class _RCGStage(ZooModule):
     method = "rcg"
     _frozen: tuple[str, ...] = ()  # submodules that stay frozen and in eval mode
 
-    def _frozen_parts(self) -> list[nn.Module]:
+    def parts_in_eval_mode(self) -> list[nn.Module]:
         return [part for name in self._frozen if (part := getattr(self, name, None)) is not None]
 
     def _freeze(self) -> None:
-        """End of ``__init__``: the frozen parts get no gradients (and stay in eval mode, see ``train``)."""
-        for part in self._frozen_parts():
+        """End of ``__init__``: the frozen parts get no gradients (and stay in eval mode: ``parts_in_eval_mode``)."""
+        for part in self.parts_in_eval_mode():
             part.requires_grad_(False).eval()
-
-    def train(self, mode: bool = True):
-        super().train(mode)
-        for part in self._frozen_parts():
-            part.eval()
-        return self
 
     @property
     def config(self) -> dict[str, Any]:
