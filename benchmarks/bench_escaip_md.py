@@ -313,7 +313,7 @@ def main() -> None:
         call = ms_per_call(calcs, atoms, args.repeats if n < 200 else max(3, args.repeats // 5))
         rate = md_steps_per_s(calcs, atoms, args.md_seconds, args.md_blocks, call)
         print(f"{n:>5} | " + " ".join(f"{call[k]:>9.2f}" for k in calcs) + " | "
-              + " ".join(f"{rate[k]:>10.1f}" for k in calcs) + " | "
+              + " ".join(f"{rate[k]:>10.3g}" for k in calcs) + " | "
               + " ".join(f"{rate['zoo'] / rate[k]:>8.2f}" for k in peers), flush=True)
     if not args.skip_batched:
         batched(calcs["zoo"], max(3, args.repeats // 5))
