@@ -17,6 +17,7 @@ MD run), several times, and reports medians; ratios are of medians taken in the 
     python benchmarks/bench_escaip_md.py                 # 9 .. 501 atoms, then the batched API
     python benchmarks/bench_escaip_md.py --sizes 21 --repeats 30
     python benchmarks/bench_escaip_md.py --scaling       # forward time of the small config, 1,000-4,000 atoms
+    python benchmarks/bench_escaip_md.py --torchsim 32 2000   # batched NVE with TorchSim: drift, throughput
 """
 
 from __future__ import annotations
@@ -239,6 +240,56 @@ def batched(calc, repeats: int) -> None:
           f"forces {d_forces:.2e} eV/Å")
 
 
+def torchsim_nve(model_name: str, n_molecules: int, steps: int) -> None:
+    """A batched NVE (TorchSim velocity Verlet, 0.5 fs, 300 K start) of different molecules: each one's energy
+    drift, and the throughput against ASE's VelocityVerlet running them one by one."""
+    import numpy as np
+    import torch
+    import torch_sim as ts
+    from ase import units
+    from ase.md.verlet import VelocityVerlet
+
+    import zoo
+
+    module = zoo.load(model_name)
+    images = [embed(smiles, seed) for seed in range(4) for smiles in BATCH_SMILES][:n_molecules]
+    state = ts.io.atoms_to_state(images, device=torch.device("cpu"), dtype=torch.float64)
+    init, update = ts.integrators.nve(module.as_torchsim_model(), dt=torch.tensor(0.5 * units.fs, dtype=torch.float64),
+                                      kT=torch.tensor(300 * units.kB, dtype=torch.float64), seed=0)
+    state = init(state)
+    natoms = torch.bincount(state.system_idx).numpy()
+
+    def total() -> np.ndarray:
+        kinetic = ts.quantities.calc_kinetic_energy(masses=state.masses, momenta=state.momenta,
+                                                    system_idx=state.system_idx)
+        return (state.energy + kinetic).numpy()
+
+    energies = [total()]
+    start = time.perf_counter()
+    for _ in range(steps):
+        state = update(state)
+        energies.append(total())
+    batched = n_molecules * steps / (time.perf_counter() - start)
+    energies = np.array(energies)
+    drift = np.polyfit(np.arange(steps + 1) * 0.5e-3, energies, 1)[0] / natoms * 1e3  # meV/atom/ps
+    loop_steps = max(2, steps // 20)
+    calc = module.as_calculator()
+    start = time.perf_counter()
+    for atoms in images:
+        atoms.calc = calc
+        VelocityVerlet(atoms, timestep=0.5 * units.fs).run(loop_steps)
+    loop = n_molecules * loop_steps / (time.perf_counter() - start)
+    print(f"\nTorchSim NVE: {n_molecules} molecules ({natoms.sum()} atoms, {natoms.min()}-{natoms.max()} each), "
+          f"{steps} steps of 0.5 fs, float64 state, {model_name} in its own dtype")
+    print(f"  drift (slope of the total energy) per molecule, meV/atom/ps: largest |drift| {np.abs(drift).max():.3f}, "
+          f"median {np.median(np.abs(drift)):.3f}")
+    print("  " + " ".join(f"{d:+.3f}" for d in drift))
+    print(f"  total-energy std per molecule, meV: median {np.median(energies.std(0)) * 1e3:.2f}, "
+          f"largest {energies.std(0).max() * 1e3:.2f}")
+    print(f"  throughput: batched {batched:.1f} molecule-steps/s, ASE loop {loop:.1f} "
+          f"({loop_steps} steps per molecule): x{batched / loop:.2f}")
+
+
 def scaling(repeats: int) -> None:
     """Forward time of the small config (direct forces, no autograd) on periodic Cu, 1,000 to 4,000 atoms."""
     import numpy as np
@@ -285,7 +336,15 @@ def main() -> None:
     parser.add_argument("--skip-batched", action="store_true")
     parser.add_argument("--scaling", action="store_true",
                         help="only the forward-time scaling of the small config, 1,000 to 4,000 atoms")
+    parser.add_argument("--torchsim", type=int, nargs=2, metavar=("MOLECULES", "STEPS"),
+                        help="only a batched TorchSim NVE run (e.g. 32 2000; needs torch-sim-atomistic)")
     args = parser.parse_args()
+    if args.torchsim:
+        import torch
+
+        torch.set_num_threads(1)
+        torchsim_nve(args.model, *args.torchsim)
+        return
     if args.scaling:
         import torch
 
