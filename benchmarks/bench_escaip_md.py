@@ -16,6 +16,8 @@ MD run), several times, and reports medians; ratios are of medians taken in the 
 
     python benchmarks/bench_escaip_md.py                 # 9 .. 501 atoms, then the batched API
     python benchmarks/bench_escaip_md.py --sizes 21 --repeats 30
+    python benchmarks/bench_escaip_md.py --scaling       # forward time of the small config, 1,000-4,000 atoms
+    python benchmarks/bench_escaip_md.py --torchsim 32 2000   # batched NVE with TorchSim: drift, throughput
 """
 
 from __future__ import annotations
@@ -195,7 +197,7 @@ def md_steps_per_s(calcs: dict, atoms, seconds: float, blocks: int, call_ms: dic
         runs[name] = VelocityVerlet(image, timestep=0.5 * units.fs)
     for _ in range(blocks):
         for name, dyn in runs.items():
-            steps = max(3, int(1e3 * seconds / max(call_ms[name], 1e-3)))
+            steps = max(2, int(1e3 * seconds / max(call_ms[name], 1e-3)))
             start = time.perf_counter()
             dyn.run(steps)
             rates[name].append(steps / (time.perf_counter() - start))
@@ -238,16 +240,117 @@ def batched(calc, repeats: int) -> None:
           f"forces {d_forces:.2e} eV/Å")
 
 
+def torchsim_nve(model_name: str, n_molecules: int, steps: int) -> None:
+    """A batched NVE (TorchSim velocity Verlet, 0.5 fs, 300 K start) of different molecules: each one's energy
+    drift, and the throughput against ASE's VelocityVerlet running them one by one."""
+    import numpy as np
+    import torch
+    import torch_sim as ts
+    from ase import units
+    from ase.md.verlet import VelocityVerlet
+
+    import zoo
+
+    module = zoo.load(model_name)
+    images = [embed(smiles, seed) for seed in range(4) for smiles in BATCH_SMILES][:n_molecules]
+    state = ts.io.atoms_to_state(images, device=torch.device("cpu"), dtype=torch.float64)
+    init, update = ts.integrators.nve(module.as_torchsim_model(), dt=torch.tensor(0.5 * units.fs, dtype=torch.float64),
+                                      kT=torch.tensor(300 * units.kB, dtype=torch.float64), seed=0)
+    state = init(state)
+    natoms = torch.bincount(state.system_idx).numpy()
+
+    def total() -> np.ndarray:
+        kinetic = ts.quantities.calc_kinetic_energy(masses=state.masses, momenta=state.momenta,
+                                                    system_idx=state.system_idx)
+        return (state.energy + kinetic).numpy()
+
+    energies = [total()]
+    start = time.perf_counter()
+    for _ in range(steps):
+        state = update(state)
+        energies.append(total())
+    batched = n_molecules * steps / (time.perf_counter() - start)
+    energies = np.array(energies)
+    drift = np.polyfit(np.arange(steps + 1) * 0.5e-3, energies, 1)[0] / natoms * 1e3  # meV/atom/ps
+    loop_steps = max(2, steps // 20)
+    calc = module.as_calculator()
+    start = time.perf_counter()
+    for atoms in images:
+        atoms.calc = calc
+        VelocityVerlet(atoms, timestep=0.5 * units.fs).run(loop_steps)
+    loop = n_molecules * loop_steps / (time.perf_counter() - start)
+    print(f"\nTorchSim NVE: {n_molecules} molecules ({natoms.sum()} atoms, {natoms.min()}-{natoms.max()} each), "
+          f"{steps} steps of 0.5 fs, float64 state, {model_name} in its own dtype")
+    print(f"  drift (slope of the total energy) per molecule, meV/atom/ps: largest |drift| {np.abs(drift).max():.3f}, "
+          f"median {np.median(np.abs(drift)):.3f}")
+    print("  " + " ".join(f"{d:+.3f}" for d in drift))
+    print(f"  total-energy std per molecule, meV: median {np.median(energies.std(0)) * 1e3:.2f}, "
+          f"largest {energies.std(0).max() * 1e3:.2f}")
+    print(f"  throughput: batched {batched:.1f} molecule-steps/s, ASE loop {loop:.1f} "
+          f"({loop_steps} steps per molecule): x{batched / loop:.2f}")
+
+
+def scaling(repeats: int) -> None:
+    """Forward time of the small config (direct forces, no autograd) on periodic Cu, 1,000 to 4,000 atoms."""
+    import numpy as np
+    import torch
+    from ase.build import bulk
+
+    from zoo.escaip.model import CONFIGS, EScAIP
+    from zoo.escaip.module import default_heads
+
+    torch.manual_seed(0)
+    model = EScAIP(CONFIGS["small"], default_heads(CONFIGS["small"])).eval()
+    seconds = {}
+    print("\nScaling: 'small' config (H128 L4, k 20, cutoff 5 Å), direct forces, random weights, periodic fcc Cu; "
+          f"CPU seconds of one thread, minimum of {repeats}")
+    for reps in [(5, 5, 10), (5, 10, 10), (10, 10, 10)]:
+        atoms = bulk("Cu", "fcc", a=3.61, cubic=True).repeat(reps)
+        atoms.rattle(0.05, seed=0)
+        args = (torch.tensor(atoms.positions, dtype=torch.float32), torch.tensor(atoms.numbers),
+                torch.tensor(atoms.cell.array, dtype=torch.float32)[None], torch.ones(1, 3, dtype=torch.bool),
+                torch.tensor([len(atoms)]))
+        times = []
+        with torch.no_grad():
+            model(*args)  # warm-up
+            for _ in range(repeats):
+                start = time.process_time()
+                model(*args)
+                times.append(time.process_time() - start)
+        seconds[len(atoms)] = min(times)
+        print(f"  {len(atoms):>5} atoms: {seconds[len(atoms)]:6.2f} s", flush=True)
+    n = sorted(seconds)
+    slope = np.polyfit(np.log(n), np.log([seconds[k] for k in n]), 1)[0]
+    print(f"  forward time grows as atoms^{slope:.2f} from {n[0]} to {n[-1]} atoms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="escaip-qm9-xtb")
     parser.add_argument("--sizes", type=int, nargs="+", default=[*MOLECULES, WATER_CLUSTER],
                         choices=[*MOLECULES, WATER_CLUSTER])
-    parser.add_argument("--repeats", type=int, default=15, help="timed calls per engine and size")
+    parser.add_argument("--repeats", type=int, default=15,
+                        help="timed calls per engine and size (a fifth of them, at least 3, at 501 atoms)")
     parser.add_argument("--md-seconds", type=float, default=0.5, help="about this long per MD block")
     parser.add_argument("--md-blocks", type=int, default=3, help="MD blocks per engine and size")
     parser.add_argument("--skip-batched", action="store_true")
+    parser.add_argument("--scaling", action="store_true",
+                        help="only the forward-time scaling of the small config, 1,000 to 4,000 atoms")
+    parser.add_argument("--torchsim", type=int, nargs=2, metavar=("MOLECULES", "STEPS"),
+                        help="only a batched TorchSim NVE run (e.g. 32 2000; needs torch-sim-atomistic)")
     args = parser.parse_args()
+    if args.torchsim:
+        import torch
+
+        torch.set_num_threads(1)
+        torchsim_nve(args.model, *args.torchsim)
+        return
+    if args.scaling:
+        import torch
+
+        torch.set_num_threads(1)
+        scaling(repeats=2)
+        return
 
     import torch
 
@@ -260,15 +363,16 @@ def main() -> None:
     peers = [name for name in calcs if name != "zoo"]
     head = (f"{'atoms':>5} | " + " ".join(f"{n + ' ms':>9}" for n in calcs) + " | "
             + " ".join(f"{n + ' st/s':>10}" for n in calcs) + " | " + " ".join(f"{'vs ' + n:>8}" for n in peers))
-    print(f"\nms per energy+forces call (median of {args.repeats}) and MD steps/s (median of {args.md_blocks} "
+    print(f"\nms per energy+forces call (median of {args.repeats} calls) and MD steps/s (median of {args.md_blocks} "
           f"blocks of ~{args.md_seconds} s); 'vs X' = zoo steps/s / X steps/s")
     print(head)
     print("-" * len(head))
     for n, atoms in systems(args.sizes).items():
-        call = ms_per_call(calcs, atoms, args.repeats)
+        # a 501-atom xTB call takes seconds: fewer repeats there
+        call = ms_per_call(calcs, atoms, args.repeats if n < 200 else max(3, args.repeats // 5))
         rate = md_steps_per_s(calcs, atoms, args.md_seconds, args.md_blocks, call)
         print(f"{n:>5} | " + " ".join(f"{call[k]:>9.2f}" for k in calcs) + " | "
-              + " ".join(f"{rate[k]:>10.1f}" for k in calcs) + " | "
+              + " ".join(f"{rate[k]:>10.3g}" for k in calcs) + " | "
               + " ".join(f"{rate['zoo'] / rate[k]:>8.2f}" for k in peers), flush=True)
     if not args.skip_batched:
         batched(calcs["zoo"], max(3, args.repeats // 5))

@@ -285,6 +285,29 @@ def row_chunks(n_atoms: int, slots: int, hidden: int) -> list[slice]:
     return [slice(start, min(start + size, n_atoms)) for start in range(0, n_atoms, size)]
 
 
+@dataclass
+class EdgeRows:
+    """The per-slot inputs of one chunk of centre atoms (``Geometry`` fields, split by rows)."""
+
+    sizes: list[int]  # centre atoms of every chunk (to split per-atom tensors the same way)
+    index: Tensor  # (R, K)
+    mask: Tensor  # (R, K)
+    unit: Tensor  # (R, K, 3)
+    rbf: Tensor  # (R, K, n_rbf)
+    legendre: list[Tensor] | None  # per l, (R, 1, K, K)
+    attn_bias: Tensor  # (R, 1, 1, K)
+
+
+def edge_rows(geo: Geometry, chunks: list[slice]) -> list[EdgeRows]:
+    """``geo``'s per-slot fields split into the chunks: one split per field (its backward is one cat), where
+    indexing rows would write a zero tensor of the whole field per chunk in the backward."""
+    sizes = [rows.stop - rows.start for rows in chunks]
+    fields = [t.split(sizes) for t in (geo.graph.index, geo.graph.mask, geo.unit, geo.rbf, geo.attn_bias)]
+    legendre = [p.split(sizes) for p in geo.legendre] if geo.legendre is not None else None
+    return [EdgeRows(sizes, *(f[i] for f in fields[:4]), [p[i] for p in legendre] if legendre else None, fields[4][i])
+            for i in range(len(chunks))]
+
+
 class EdgeEmbedding(nn.Module):
     """Edge inputs of one layer: [dist R | src-dir D | src-atom A | tgt-dir D | tgt-atom A] -> lin -> norm."""
 
@@ -308,16 +331,17 @@ class EdgeEmbedding(nn.Module):
         n_atom = (linear.in_features - n_dist) // 2
         _, w_src, w_tgt = linear.weight.split([n_dist, n_atom, n_atom], 1)
         z = geo.atomic_numbers
-        src = F.linear(torch.cat([self.source_direction_embedding(geo.boo), self.source_atomic_embedding(z)], -1), w_src)
+        src = F.linear(torch.cat([self.source_direction_embedding(geo.boo), self.source_atomic_embedding(z)], -1),
+                       w_src)
         tgt = F.linear(torch.cat([self.target_direction_embedding(geo.boo), self.target_atomic_embedding(z)], -1),
                        w_tgt, linear.bias)
         return src, tgt
 
-    def embed_edges(self, geo: Geometry, rows: slice, atom_terms: tuple[Tensor, Tensor]) -> Tensor:
-        """(R, K, H) edge inputs of the centre atoms ``rows``."""
-        src, tgt = atom_terms
+    def embed_edges(self, edges: EdgeRows, src: Tensor, tgt: Tensor) -> Tensor:
+        """(R, K, H) edge inputs of a chunk: ``src`` is the source share of every atom (N, H), ``tgt`` the target
+        share of the chunk's centre atoms (R, H) (``atom_terms``)."""
         w_dist = self.edge_attr_linear[0].weight[:, :self.edge_distance_embedding[0].out_features]
-        pre = F.linear(self.edge_distance_embedding(geo.rbf[rows]), w_dist) + src[geo.graph.index[rows]] + tgt[rows, None]
+        pre = F.linear(self.edge_distance_embedding(edges.rbf), w_dist) + src[edges.index] + tgt[:, None]
         return self.edge_attr_norm(self.edge_attr_linear[1](pre))
 
 
@@ -326,8 +350,8 @@ class InputLayer(EdgeEmbedding):
         super().__init__(cfg)
         self.edge_ffn = mlp(cfg.hidden_size, 1, cfg.activation)
 
-    def forward(self, geo: Geometry, rows: slice, atom_terms: tuple[Tensor, Tensor]) -> Tensor:
-        edge = self.embed_edges(geo, rows, atom_terms)
+    def forward(self, edges: EdgeRows, src: Tensor, tgt: Tensor) -> Tensor:
+        edge = self.embed_edges(edges, src, tgt)
         return edge + self.edge_ffn(edge)
 
 
@@ -338,10 +362,11 @@ class InputBlock(nn.Module):
         self.norm_node = make_norm(cfg.normalization, cfg.hidden_size)
         self.norm_edge = make_norm(cfg.normalization, cfg.hidden_size)
 
-    def forward(self, geo: Geometry, chunks: list[slice]) -> tuple[Tensor, list[Tensor]]:
+    def forward(self, geo: Geometry, chunks: list[EdgeRows]) -> tuple[Tensor, list[Tensor]]:
         """node (N, H) and the edge stream as one (R, K, H) tensor per chunk."""
-        terms = self.input_layer.atom_terms(geo)
-        edges = [self.input_layer(geo, rows, terms) for rows in chunks]
+        src, tgt = self.input_layer.atom_terms(geo)
+        tgt_chunks = tgt.split(chunks[0].sizes)
+        edges = [self.input_layer(rows, src, tgt_rows) for rows, tgt_rows in zip(chunks, tgt_chunks)]
         node = self.norm_node(torch.cat([edge[:, 0] for edge in edges]))  # node = the self-loop slot
         return node, [self.norm_edge(edge) for edge in edges]
 
@@ -368,21 +393,25 @@ class GraphAttention(EdgeEmbedding):
         else:
             self.scale = 1.0 / math.sqrt(cfg.head_dim)
 
-    def atom_terms(self, geo: Geometry, node: Tensor) -> tuple[Tensor, ...]:
-        """The per-atom shares of the layer: edge_attr_linear's (EdgeEmbedding.atom_terms), and node_hidden_linear's
-        on [node_j | node_i], split by input columns the same way."""
+    def chunk_terms(self, geo: Geometry, node: Tensor, chunks: list[EdgeRows]) -> list[tuple[Tensor, ...]]:
+        """Per chunk, the per-atom shares of the layer: edge_attr_linear's (``atom_terms``) and node_hidden_linear's
+        on [node_j | node_i], split by input columns the same way; source/neighbour shares cover every atom,
+        target/centre shares the chunk's centre atoms."""
         linear = self.node_hidden_linear[0]
         w_nbr, w_centre = linear.weight.split(node.shape[1], 1)
-        return (*super().atom_terms(geo), F.linear(node, w_nbr), F.linear(node, w_centre, linear.bias))
+        src, tgt = self.atom_terms(geo)
+        node_nbr, node_centre = F.linear(node, w_nbr), F.linear(node, w_centre, linear.bias)
+        sizes = chunks[0].sizes
+        return [(src, tgt_rows, node_nbr, centre_rows)
+                for tgt_rows, centre_rows in zip(tgt.split(sizes), node_centre.split(sizes))]
 
-    def forward(self, edge: Tensor, geo: Geometry, rows: slice, atom_terms: tuple[Tensor, ...],
-                all_queries: bool = True) -> Tensor:
-        """(R, K, H) attention output of every slot of the centre atoms ``rows``, or (R, 1, H) of the self-loop
-        only (``all_queries=False``); ``edge`` is their (normalised) edge stream."""
+    def forward(self, edge: Tensor, edges: EdgeRows, terms: tuple[Tensor, ...], all_queries: bool = True) -> Tensor:
+        """(R, K, H) attention output of every slot of a chunk's centre atoms, or (R, 1, H) of the self-loop only
+        (``all_queries=False``); ``edge`` is their (normalised) edge stream, ``terms`` from ``chunk_terms``."""
         R, K, H = edge.shape
-        src, tgt, node_nbr, node_centre = atom_terms
-        ea = self.embed_edges(geo, rows, (src, tgt))  # (R, K, H)
-        nh = self.node_hidden_linear[1](node_nbr[geo.graph.index[rows]] + node_centre[rows, None])
+        src, tgt, node_nbr, node_centre = terms
+        ea = self.embed_edges(edges, src, tgt)  # (R, K, H)
+        nh = self.node_hidden_linear[1](node_nbr[edges.index] + node_centre[:, None])
         eh = self.edge_hidden_linear(edge)
         msg = self.message_norm(self.message_linear(torch.cat([ea, eh, nh], -1)))  # (R, K, H)
 
@@ -403,9 +432,10 @@ class GraphAttention(EdgeEmbedding):
         else:
             # sum_l P_l(u_a . u_b) <q_a, k_b>_{channels of group l}: the frequency embedding, in closed form
             scores = 0
-            for p_l, q_l, k_l in zip(geo.legendre, q.split(self.groups, -1), k.split(self.groups, -1)):
-                scores = scores + p_l[rows, :, :queries] * (q_l @ k_l.transpose(-1, -2))
-        scores = scores * self.scale + geo.attn_bias[rows]  # (R, nh, K or 1, K); padded keys get -inf
+            legendre = edges.legendre if all_queries else [p_l[:, :, :1] for p_l in edges.legendre]
+            for p_l, q_l, k_l in zip(legendre, q.split(self.groups, -1), k.split(self.groups, -1)):
+                scores = scores + p_l * (q_l @ k_l.transpose(-1, -2))
+        scores = scores * self.scale + edges.attn_bias  # (R, nh, K or 1, K); padded keys get -inf
         attn = torch.softmax(scores, -1) @ v  # (R, nh, K or 1, hd)
         return self.attn_out_proj(attn.transpose(1, 2).reshape(R, queries, H))
 
@@ -431,15 +461,15 @@ class TransformerBlock(nn.Module):
         self.norm_ffn_edge = make_norm(cfg.normalization, H) if edge_ffn else None
 
     def forward(self, node: Tensor, edges: list[Tensor], geo: Geometry,
-                chunks: list[slice]) -> tuple[Tensor, list[Tensor] | None]:
+                chunks: list[EdgeRows]) -> tuple[Tensor, list[Tensor] | None]:
         """The new (node, edge chunks); no edges after a last block without edge FFN (nothing reads them)."""
         edge_out = self.feedforward.mlp_edge is not None
-        terms = self.graph_attention.atom_terms(geo, self.norm_attn_node(node))
+        terms = self.graph_attention.chunk_terms(geo, self.norm_attn_node(node), chunks)
         self_rows, new_edges = [], []
-        for rows, edge in zip(chunks, edges):
+        for rows, chunk_terms, edge in zip(chunks, terms, edges):
             # without an edge FFN (the last block of a gradient model; officially an identity edge branch,
             # edge + edge, whose output nothing reads) only the self-loop's attention row is needed
-            attn = self.graph_attention(self.norm_attn_edge(edge), geo, rows, terms, all_queries=edge_out)
+            attn = self.graph_attention(self.norm_attn_edge(edge), rows, chunk_terms, all_queries=edge_out)
             self_rows.append(attn[:, 0])
             if edge_out:
                 edge = edge + attn
@@ -495,7 +525,7 @@ class EScAIPBackbone(nn.Module):
         self.readout_layers = nn.ModuleList([ReadoutLayer(cfg) for _ in range(cfg.num_layers + 1)])
         self.output_projection = OutputProjection(cfg)
 
-    def forward(self, geo: Geometry, chunks: list[slice]) -> tuple[Tensor, list[Tensor] | None]:
+    def forward(self, geo: Geometry, chunks: list[EdgeRows]) -> tuple[Tensor, list[Tensor] | None]:
         """node (N, H) and, for direct forces, the edge stream as (R, K, H) per chunk of centre atoms."""
         node, edge = self.input_block(geo, chunks)
         readouts = [self.readout_layers[0](node, edge)]
@@ -548,11 +578,11 @@ class DirectForceHead(nn.Module):
         self.node_norm = make_norm(cfg.normalization, cfg.hidden_size)
         self.edge_norm = make_norm(cfg.normalization, cfg.hidden_size)
 
-    def forces(self, node: Tensor, edges: list[Tensor], geo: Geometry, chunks: list[slice]) -> Tensor:
+    def forces(self, node: Tensor, edges: list[Tensor], chunks: list[EdgeRows]) -> Tensor:
         direction = []
         for rows, edge in zip(chunks, edges):
             v = self.force_direction_layer(self.edge_norm(edge))  # (R, K, 3)
-            direction.append((v * geo.unit[rows] * geo.graph.mask[rows, :, None]).sum(1))  # (R, 3)
+            direction.append((v * rows.unit * rows.mask[..., None]).sum(1))  # (R, 3)
         return torch.cat(direction) * self.force_magnitude_layer(self.node_norm(node))  # (N, 3)
 
 
@@ -636,11 +666,11 @@ class EScAIP(nn.Module):
         if not self.gradient:
             graph = build_graph(pos, cell, pbc, natoms, self.cfg.graph).without_unused_slots()
             geo = geometry(graph, atomic_numbers, self.cfg)
-            chunks = row_chunks(len(pos), graph.mask.shape[1], self.cfg.hidden_size)
+            chunks = edge_rows(geo, row_chunks(len(pos), graph.mask.shape[1], self.cfg.hidden_size))
             node, edges = self.backbone(geo, chunks)
             out = {"energy": self._head("energy").energy(node, batch, n_sys)}
             if self.cfg.regress_forces:
-                out["forces"] = self._head("direct_forces").forces(node, edges, geo, chunks)
+                out["forces"] = self._head("direct_forces").forces(node, edges, chunks)
             return out
 
         want_stress = self.cfg.regress_stress if stress is None else stress
@@ -659,7 +689,8 @@ class EScAIP(nn.Module):
                 pos_in, cell_in = pos, cell
             graph = build_graph(pos_in, cell_in, pbc, natoms, self.cfg.graph).without_unused_slots()
             geo = geometry(graph, atomic_numbers, self.cfg)
-            node, _ = self.backbone(geo, row_chunks(len(pos), graph.mask.shape[1], self.cfg.hidden_size))
+            chunks = edge_rows(geo, row_chunks(len(pos), graph.mask.shape[1], self.cfg.hidden_size))
+            node, _ = self.backbone(geo, chunks)
             energy = self._head("gradient").energy(node, batch, n_sys)
             grads = torch.autograd.grad(energy.sum(), inputs, create_graph=create_graph or self.training)
         out = {"energy": energy, "forces": -grads[0]}

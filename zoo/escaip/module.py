@@ -229,6 +229,13 @@ class EScAIPModule(ZooModule):
 
         return EScAIPCalculator(self, **kwargs)
 
+    def as_torchsim_model(self, *, compute_stress: bool = False):
+        """This potential as a TorchSim model (``pip install "lightning-zoo[torchsim]"``): batched MD of many
+        systems with ``torch_sim``'s integrators."""
+        from zoo.escaip.torchsim import EScAIPTorchSimModel
+
+        return EScAIPTorchSimModel(self, compute_stress=compute_stress)
+
     # ------------------------------------------------------------------ training
     def setup(self, stage: str) -> None:
         if stage == "fit" and self.hparams.fit_references and not bool(self.scaling.fitted):
