@@ -82,15 +82,13 @@ def where(entry: ModelEntry) -> str:
 
 def _offline_error(entry: ModelEntry, reason: str) -> OfflineError:
     if entry.released:
-        from huggingface_hub import constants
-
         origin = f"the Hugging Face repo {entry.hub_repo}@{entry.revision or 'main'}"
         # an installed zoo has no hub/ of a checkout to put a repo into: then the way is a mirror folder of one's own
         mirror = (f"put the repo folder at {embedded_hub_dir() / entry.name}"
                   if os.environ.get("ZOO_HUB") or embedded_hub_dir().is_dir()
                   else f"set ZOO_HUB to a mirror folder holding the repo as {entry.name}/")
         fixes = (f"run `zoo download {entry.name}` on a machine with network and copy its HF cache to "
-                 f"{hf_cache_dir() or constants.HF_HUB_CACHE} (or set ZOO_HF_CACHE to the copied folder); or "
+                 f"{hf_cache_root()} (or set ZOO_HF_CACHE to the copied folder); or "
                  f"{mirror}; or set ZOO_HF_ENDPOINT to a Hub mirror")
     else:
         origin = "the official upstream files"

@@ -70,11 +70,12 @@ def storage_error(err: OSError, path: str | os.PathLike | None = None) -> Storag
 
 @contextmanager
 def storage_errors(path: str | os.PathLike | None = None) -> Iterator[None]:
-    """Within the block, a full disk or a read-only folder is a :func:`storage_error` (at ``path``, if given)."""
+    """Within the block, a full disk or a read-only folder is a :func:`storage_error` at the file the error names,
+    else at ``path`` (a write that filled the disk names no file)."""
     try:
         yield
     except OSError as err:
-        translated = storage_error(err, path)
+        translated = storage_error(err, err.filename or path)
         if translated is None or translated is err:
             raise
         raise translated from None
