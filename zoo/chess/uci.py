@@ -287,9 +287,10 @@ class UCIProtocol:
         move = engine.choose(analysis)
         ms = int(1000 * (self.clock() - start))
         # the played move is line 1 (with a temperature it need not be the best valued), the others follow by value
-        lines = [move, *(m for m, _ in analysis.ranked() if m != move)][: self.multipv]
+        scores = dict(analysis.ranked())
+        lines = [move, *(m for m in scores if m != move)][: self.multipv]
         for k, line_move in enumerate(lines, 1):
-            score = float(analysis.scores[analysis.moves.index(line_move)])
+            score = scores[line_move]
             head = f"info depth 1 multipv {k}" if self.multipv > 1 else "info depth 1"
             if analysis.policy == "behavioral_cloning":
                 self.send(f"{head} nodes {valued} time {ms} pv {line_move.uci()} string p={math.exp(score):.4f}")
