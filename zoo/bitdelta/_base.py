@@ -119,14 +119,15 @@ def load_pair(
     finetune_model = load_model(finetune, revision=finetune_revision, dtype=dtype)
     base_model = load_model(base, revision=base_revision, dtype=dtype)
     check_same_kind(base_model, finetune_model)
-    wide = torch.promote_types(weights_dtype(base_model), weights_dtype(finetune_model))
-    if note is not None and weights_dtype(base_model) != weights_dtype(finetune_model):
-        names = [str(d).removeprefix("torch.") for d in (weights_dtype(finetune_model), weights_dtype(base_model), wide)]
+    base_dtype, finetune_dtype = weights_dtype(base_model), weights_dtype(finetune_model)
+    wide = torch.promote_types(base_dtype, finetune_dtype)
+    if note is not None and base_dtype != finetune_dtype:
+        names = [str(d).removeprefix("torch.") for d in (finetune_dtype, base_dtype, wide)]
         note(f"note: the fine-tune is {names[0]}, its base {names[1]}: both are compared in {names[2]} (exact), and the "
              f"delta applies to the base in {names[2]}, where the fine-tune's smallest updates do not round away")
-    if weights_dtype(base_model) != wide:  # loaded again as the delta will load it: zoo.load(base, dtype=wide)
+    if base_dtype != wide:  # loaded again as the delta will load it: zoo.load(base, dtype=wide)
         base_model = copy.deepcopy(base).to(wide) if isinstance(base, nn.Module) else load_model(
             base, revision=base_revision, dtype=wide)
-    if weights_dtype(finetune_model) != wide:
+    if finetune_dtype != wide:
         finetune_model = (copy.deepcopy(finetune) if isinstance(finetune, nn.Module) else finetune_model).to(wide)
     return base_model, finetune_model

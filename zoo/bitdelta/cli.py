@@ -35,23 +35,14 @@ def _model_bytes(model, dtype_bytes: int = 2) -> int:
     return sum(p.numel() for p in model.parameters()) * dtype_bytes
 
 
-def _selection(args) -> str | list[str]:
-    """``--select``: a rule's name (``official``, ``auto``, the default) or a list of patterns."""
-    from zoo.bitdelta.delta import AUTO_RULE, OFFICIAL_RULE
-
-    if not args.select:
-        return AUTO_RULE
-    return args.select[0] if args.select in ([OFFICIAL_RULE], [AUTO_RULE]) else args.select
-
-
 # ----------------------------------------------------------------------------- commands
 def cmd_compress(args) -> None:
     from zoo.bitdelta._base import load_pair
-    from zoo.bitdelta.delta import compress
+    from zoo.bitdelta.delta import AUTO_RULE, compress
 
     base, finetune = load_pair(args.base, args.finetune, dtype=args.dtype, base_revision=args.base_revision,
                                finetune_revision=args.finetune_revision, note=print)
-    delta = compress(base, finetune, select=_selection(args), exclude=args.exclude or (),
+    delta = compress(base, finetune, select=args.select or AUTO_RULE, exclude=args.exclude or (),
                      base_name=args.base_name or args.base, base_revision=args.base_revision)
     delta.save(args.out)
     print(f"compressed {len(delta.shapes)} layers, carried {len(delta.params)} full-precision tensors")
@@ -65,6 +56,7 @@ def cmd_distill(args) -> None:
 
     from zoo.bitdelta._base import load_model
     from zoo.bitdelta.data import TextDataModule
+    from zoo.bitdelta.delta import AUTO_RULE
     from zoo.bitdelta.module import ScaleDistillation, causal_lm
 
     finetune = load_model(args.finetune, dtype=args.dtype)
@@ -73,7 +65,7 @@ def cmd_distill(args) -> None:
     except ValueError:
         raise ValueError(f"distill trains the scales on text, which only a language model reads, and {args.finetune} "
                          f"({type(finetune).__name__}) is not one: `zoo bitdelta compress` makes its delta") from None
-    module = ScaleDistillation(base=args.base, finetune=args.finetune, select=_selection(args),
+    module = ScaleDistillation(base=args.base, finetune=args.finetune, select=args.select or AUTO_RULE,
                                exclude=args.exclude, mode=args.mode, lr=args.lr, dtype=args.dtype,
                                num_steps=args.steps, out_dir=args.out, finetune_model=finetune)
     data = TextDataModule(train=args.data, tokenizer=args.tokenizer or _default_tokenizer(args.base),

@@ -90,7 +90,9 @@ def select_modules(model: nn.Module, select: str | Sequence[str] = AUTO_RULE, ex
     ``"*"``) matched against linear layer names. ``exclude`` patterns drop names.
     """
     modules = dict(model.named_modules())
-    rule = select if isinstance(select, str) and select in (OFFICIAL_RULE, AUTO_RULE) else None
+    if not isinstance(select, str) and len(select) == 1:
+        (select,) = select  # ["auto"] (a command line, a config) is the rule's name
+    rule = select if select in (OFFICIAL_RULE, AUTO_RULE) else None
     names = _official_layers(modules, strict=rule == OFFICIAL_RULE) if rule else []
     if rule != OFFICIAL_RULE and not names:
         patterns = ["*"] if rule == AUTO_RULE else [select] if isinstance(select, str) else list(select)

@@ -469,7 +469,7 @@ class ScaleDistillation(_SavedAsDelta):
         compressed = {f"{n}.weight" for n in delta.shapes}
         # the base's full-precision tensors: a trained tensor is carried only where it ends up different
         self._base_tensors = {k: v.detach().clone() for k, v in base_m.state_dict().items() if k not in compressed}
-        student = copy.deepcopy(base_m) if base_model is not None else base_m
+        student = copy.deepcopy(base_m) if base_m is base_model else base_m  # never change a model passed in
         student.requires_grad_(False)
         apply_deltas_(student, [delta], merged=False, block_size=hp.block_size, grad_through_signs=hp.mode != "official")
         for layer in compressed_layers(student).values():
