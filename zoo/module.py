@@ -133,17 +133,19 @@ def _module_class(config: dict, config_path: Path) -> type[ZooModule]:
     return resolve_module_class(model_type)
 
 
-def _quiet_eval_mode_warning_by_design(module: ZooModule) -> None:
+def _quiet_eval_mode_warning_by_design(module: ZooModule) -> tuple | None:
     """Leave out Lightning's warning about submodules in eval mode at the start of training when each of them is in
     ``module.parts_in_eval_mode()``. The filter names their exact number: a module in eval mode by mistake beside
-    them still shows the warning."""
+    them still shows the warning. Returns the filter, for ``on_train_start`` to remove once the warning is past."""
     from lightning.pytorch.utilities.warnings import PossibleUserWarning
 
     by_design = {id(sub) for part in module.parts_in_eval_mode() for sub in part.modules()}
     in_eval = [sub for sub in module.modules() if not sub.training]
-    if in_eval and all(id(sub) in by_design for sub in in_eval):
-        warnings.filterwarnings("ignore", message=rf"Found {len(in_eval)} module\(s\) in eval mode at the start of "
-                                "training", category=PossibleUserWarning)
+    if not (in_eval and all(id(sub) in by_design for sub in in_eval)):
+        return None
+    warnings.filterwarnings("ignore", message=rf"Found {len(in_eval)} module\(s\) in eval mode at the start of "
+                            "training", category=PossibleUserWarning)
+    return warnings.filters[0]
 
 
 class ZooModule(L.LightningModule):
@@ -343,7 +345,12 @@ class ZooModule(L.LightningModule):
     def on_fit_start(self) -> None:
         # zoo.load returns eval mode and Lightning keeps a module's mode, so switch back for training
         self.train()
-        _quiet_eval_mode_warning_by_design(self)
+        self._eval_mode_filter = _quiet_eval_mode_warning_by_design(self)
+
+    def on_train_start(self) -> None:
+        # Lightning warns just before this hook: the filter goes, so it does not outlive this fit
+        if (rule := getattr(self, "_eval_mode_filter", None)) in warnings.filters:
+            warnings.filters.remove(rule)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         from zoo.training import resume_where_fit_stopped

@@ -55,6 +55,7 @@ def test_eval_mode_warning_only_for_modules_not_in_eval_by_design(tmp_path, modu
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         _trainer(tmp_path, devices=1).fit(model, datamodule=ToyData())
+        assert not [f for f in warnings.filters if f[1] and "in eval mode" in f[1].pattern]  # gone after the fit
     assert not model.net[0].training and model.net[2].training  # the frozen part stayed in eval mode, the rest trained
     said = [str(w.message).split(" in eval mode")[0] for w in caught
             if "in eval mode at the start of training" in str(w.message)]
