@@ -225,8 +225,9 @@ convert_checkpoint({str(src)!r}, {str(out)!r})
 
 # ------------------------------------------------------------------------------------------------- BitDelta
 BITDELTA_REDUCED = """
-from zoo.bitdelta.delta import BitDelta, base_fingerprint
+from zoo.bitdelta.delta import BitDelta
 from zoo.bitdelta._base import load_model
+from zoo.io import weights_fingerprint
 full = BitDelta.load({out!r})
 keep = lambda name: not name.startswith("model.layers.") or int(name.split(".")[2]) < {layers}
 base = load_model({base!r}, dtype=torch.bfloat16)
@@ -235,7 +236,7 @@ def reduced(scale):
                     scales={{k: v * scale for k, v in full.scales.items() if keep(k)}},
                     shapes={{k: v for k, v in full.shapes.items() if keep(k)}},
                     params={{k: v for k, v in full.params.items() if keep(k)}},
-                    base={base!r}, base_sha256=base_fingerprint(base), base_dtype="bfloat16")
+                    base={base!r}, base_sha256=weights_fingerprint(base), base_dtype="bfloat16")
 reduced(1.0).save({red_a!r}); reduced(-0.5).save({red_b!r})
 result = len(reduced(1.0).masks)
 """

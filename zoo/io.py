@@ -166,11 +166,37 @@ def write_json_atomic(path: str | os.PathLike, obj) -> None:
     write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
-_ST_DTYPES = {
+# the dtypes a zoo repo stores, by their names in config files (torch's, see dtype_name): each one's safetensors code
+DTYPES = {
     "float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16", "int64": "I64", "int32": "I32",
     "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL", "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2",
     "uint16": "U16", "uint32": "U32", "uint64": "U64",
 }
+
+
+def dtype_name(dtype: Any) -> str:
+    """``torch.bfloat16`` -> ``"bfloat16"``: a dtype as config files and messages name it (``zoo.module.parse_dtype``
+    reads it back)."""
+    return str(dtype).removeprefix("torch.")
+
+
+def weights_fingerprint(module: Any) -> str:
+    """sha256 over a module's state dict: sorted names, dtypes, shapes and raw bytes, a tensor tied to an earlier one
+    counted once. Stored in shipped repos (a delta's ``base_sha256``), so the recipe must not change."""
+    import torch
+
+    digest = hashlib.sha256()
+    state = module.state_dict()
+    seen: set[tuple] = set()
+    for key in sorted(state):
+        t = state[key].detach()
+        ident = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()))
+        if t.numel() and ident in seen:
+            continue
+        seen.add(ident)
+        digest.update(f"{key}|{dtype_name(t.dtype)}|{list(t.shape)}\n".encode())
+        digest.update(t.contiguous().cpu().reshape(-1).view(torch.uint8).numpy())
+    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -252,11 +278,10 @@ def write_safetensors(tensors: dict, path: str | os.PathLike, metadata: dict[str
     offset = 0
     for key in order:
         dtype, shape = _dtype_shape(tensors[key])
-        name = str(dtype).removeprefix("torch.")
-        if name not in _ST_DTYPES:
+        if dtype_name(dtype) not in DTYPES:
             raise TypeError(f"{key}: dtype {dtype} cannot be stored in safetensors")
         nbytes = _nbytes(tensors[key])
-        header[key] = {"dtype": _ST_DTYPES[name], "shape": list(shape), "data_offsets": [offset, offset + nbytes]}
+        header[key] = {"dtype": DTYPES[dtype_name(dtype)], "shape": list(shape), "data_offsets": [offset, offset + nbytes]}
         offset += nbytes
     blob = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
     blob += b" " * (-len(blob) % 8)

@@ -20,7 +20,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from zoo.io import CONFIG_NAME, DEFAULT_SHARD_BYTES, atomic_path, load_state_dict, save_state_dict, sha256_file
-from zoo.io import folder_undone_on_failure, write_json_atomic
+from zoo.io import DTYPES, dtype_name, folder_undone_on_failure, write_json_atomic
 from zoo._lightning import L  # Lightning without the optional packages torchmetrics would import
 from zoo.card import check_card, load_card, render_card
 from zoo.convert import preview, safe_torch_load
@@ -67,21 +67,20 @@ def constructor_args(hparams: Any) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- reading repos
-_DTYPES = {
-    "float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
-    "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
-    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-    "float64": torch.float64, "fp64": torch.float64, "double": torch.float64,
-}
+_SHORT_DTYPE_NAMES = {"fp64": "float64", "fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
-def parse_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
+def parse_dtype(dtype: str | torch.dtype | None, *, floating: bool = True) -> torch.dtype | None:
+    """The dtype a name means: torch's (``"bfloat16"``, ``"torch.bfloat16"``, ``"half"``) or short (``"bf16"``), one a
+    repo can store; a floating one unless ``floating=False``."""
     if dtype is None or isinstance(dtype, torch.dtype):
         return dtype
-    try:
-        return _DTYPES[str(dtype).removeprefix("torch.")]
-    except KeyError:
-        raise ValueError(f"unknown dtype {dtype!r}; use one of {sorted(_DTYPES)}") from None
+    name = dtype_name(dtype)
+    found = getattr(torch, _SHORT_DTYPE_NAMES.get(name, name), None)
+    if isinstance(found, torch.dtype) and dtype_name(found) in DTYPES and (found.is_floating_point or not floating):
+        return found
+    names = [n for n in DTYPES if getattr(torch, n).is_floating_point or not floating]
+    raise ValueError(f"unknown dtype {dtype!r}; use one of {', '.join(names)} (or {', '.join(_SHORT_DTYPE_NAMES)})")
 
 
 _FIX = "Correct that file, or get a good copy of the repo (download it again, or publish it again from its source)"

@@ -7,7 +7,8 @@ from bitdelta_testdata import FIXTURES, logit_error
 
 import zoo
 from zoo.bitdelta.convert import carried_dtype, convert
-from zoo.bitdelta.delta import BitDelta, base_fingerprint
+from zoo.bitdelta.delta import BitDelta
+from zoo.io import weights_fingerprint
 from zoo.cli import main
 
 
@@ -16,7 +17,7 @@ def test_cli_with_the_base_converts_the_fp32_diff_exactly(tmp_path, logits, mode
     assert main(["convert", "bitdelta", str(FIXTURES / "diff.pt"), "--out", str(out), "--base", "base",
                  "--base-path", str(FIXTURES / "base")]) == 0
     delta = BitDelta.load(out)
-    assert delta.base_dtype == "float32" and delta.base_sha256 == base_fingerprint(models["base"])
+    assert delta.base_dtype == "float32" and delta.base_sha256 == weights_fingerprint(models["base"])
     assert logit_error(zoo.load(out, base=str(FIXTURES / "base")), logits, "logits_reconstructed_calibrated") <= 1e-5
 
 

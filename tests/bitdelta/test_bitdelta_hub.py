@@ -9,7 +9,8 @@ from bitdelta_testdata import FIXTURES, hf_model, logit_error, reconstruct
 from safetensors import safe_open
 
 import zoo
-from zoo.bitdelta.delta import BitDelta, base_fingerprint, compress
+from zoo.bitdelta.delta import BitDelta, compress
+from zoo.io import weights_fingerprint
 from zoo.bitdelta.model import BitDeltaLinear, apply_deltas_
 from zoo.bitdelta.module import BitDeltaModule
 
@@ -28,7 +29,7 @@ def test_repo_metadata_names_the_base(repo, delta_a, models):
     assert config["method"] == "bitdelta" and config["model_type"] == "bitdelta"
     hp = config["hparams"]
     assert hp["base"] == BASE and hp["base_dtype"] == "float32"
-    assert hp["base_sha256"] == base_fingerprint(models["base"]) == delta_a.base_sha256
+    assert hp["base_sha256"] == weights_fingerprint(models["base"]) == delta_a.base_sha256
     assert hp["modules"]["model.layers.0.self_attn.q_proj"] == [64, 64]
     with safe_open(str(repo / "model.safetensors"), framework="pt") as f:
         meta = f.metadata()

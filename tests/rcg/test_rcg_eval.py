@@ -119,7 +119,7 @@ def test_interrupted_evaluation_resumes_from_its_feature_cache(pipeline, image_f
 
 
 def test_weights_fingerprint_tells_weights_apart():
-    from zoo.rcg.eval import weights_fingerprint
+    from zoo.io import weights_fingerprint
 
     a, b = TinyFeatures(), TinyFeatures()
     assert weights_fingerprint(a) == weights_fingerprint(b)  # same seeded init

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from zoo.bitdelta.delta import check_same_kind
-from zoo.io import CONFIG_NAME
+from zoo.io import CONFIG_NAME, dtype_name
 
 __all__ = ["load_model", "load_pair", "weights_dtype", "is_zoo_ref", "base_source"]
 
@@ -122,7 +122,7 @@ def load_pair(
     base_dtype, finetune_dtype = weights_dtype(base_model), weights_dtype(finetune_model)
     wide = torch.promote_types(base_dtype, finetune_dtype)
     if note is not None and base_dtype != finetune_dtype:
-        names = [str(d).removeprefix("torch.") for d in (finetune_dtype, base_dtype, wide)]
+        names = [dtype_name(d) for d in (finetune_dtype, base_dtype, wide)]
         note(f"note: the fine-tune is {names[0]}, its base {names[1]}: both are compared in {names[2]} (exact), and the "
              f"delta applies to the base in {names[2]}, where the fine-tune's smallest updates do not round away")
     if base_dtype != wide:  # loaded again as the delta will load it: zoo.load(base, dtype=wide)

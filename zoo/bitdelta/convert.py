@@ -14,8 +14,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from zoo.io import release_pages, releasing_pages
-from zoo.bitdelta.delta import BitDelta, base_fingerprint, dtype_name
+from zoo.io import dtype_name, release_pages, releasing_pages, weights_fingerprint
+from zoo.bitdelta.delta import BitDelta
 from zoo.convert import safe_torch_load, single_file
 
 __all__ = ["read_official", "carried_dtype", "from_official", "convert", "from_upstream"]
@@ -84,7 +84,7 @@ def from_official(
         _check_no_downcast(params, base_model.get_submodule(modules[0]).weight.dtype)
         base_state = base_model.state_dict()
         params = {k: v for k, v in params.items() if not _same_as_base(base_state.get(k), v)}
-        base_sha256 = base_fingerprint(base_model)
+        base_sha256 = weights_fingerprint(base_model)
         base_dtype = dtype_name(base_model.get_submodule(modules[0]).weight.dtype)
     delta = BitDelta(masks=masks, scales=scales, shapes=shapes, params=params, base=base, base_revision=base_revision,
                      base_sha256=base_sha256, base_dtype=base_dtype)

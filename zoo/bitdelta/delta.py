@@ -11,14 +11,13 @@ Repo format (``model.safetensors``; the tensor names follow the official ``diff.
 * ``<param name>``   a full-precision tensor of the fine-tune, only where it differs from the base.
 
 The safetensors header and ``config.json`` both carry the metadata: base name, revision, sha256 of the base
-weights (:func:`base_fingerprint`), base dtype, compressed modules with their (out, in) shapes, carried
+weights (:func:`zoo.io.weights_fingerprint`), base dtype, compressed modules with their (out, in) shapes, carried
 params, bit order, sign convention and dtypes. Loading refuses a base whose fingerprint differs.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ import torch
 from torch import nn
 
 from zoo.io import CONFIG_NAME, DEFAULT_SHARD_BYTES, load_state_dict, save_state_dict, weight_files, write_json_atomic
-from zoo.io import folder_undone_on_failure
+from zoo.io import dtype_name, folder_undone_on_failure, weights_fingerprint
 from zoo.bitdelta._bits import BIT_ORDER, SIGN_CONVENTION, pack_signs
 
 __all__ = [
@@ -37,7 +36,6 @@ __all__ = [
     "compress",
     "check_same_kind",
     "select_modules",
-    "base_fingerprint",
     "linear_weight",
     "is_linear_like",
     "FORMAT_VERSION",
@@ -111,34 +109,6 @@ def select_modules(model: nn.Module, select: str | Sequence[str] = AUTO_RULE, ex
     return names
 
 
-# ----------------------------------------------------------------------------- base identity
-def base_fingerprint(model: nn.Module) -> str:
-    """sha256 over the model's state dict (sorted names, dtypes, shapes, raw bytes; tied tensors once)."""
-    h = hashlib.sha256()
-    state = model.state_dict()
-    seen: set[tuple] = set()
-    for key in sorted(state):
-        t = state[key].detach()
-        ident = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()))
-        if t.numel() and ident in seen:
-            continue
-        seen.add(ident)
-        h.update(f"{key}|{str(t.dtype).removeprefix('torch.')}|{list(t.shape)}\n".encode())
-        h.update(t.contiguous().cpu().reshape(-1).view(torch.uint8).numpy())
-    return h.hexdigest()
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
-def parse_dtype_name(name: str) -> torch.dtype:
-    dtype = getattr(torch, name, None)
-    if not isinstance(dtype, torch.dtype):
-        raise ValueError(f"unknown dtype {name!r}")
-    return dtype
-
-
 # ----------------------------------------------------------------------------- the delta
 @dataclass
 class BitDelta:
@@ -150,7 +120,7 @@ class BitDelta:
     params: dict[str, torch.Tensor] = field(default_factory=dict)  # state-dict name -> fine-tune tensor
     base: str | None = None  # how to load the base: zoo catalog name, local folder or HF repo id
     base_revision: str | None = None
-    base_sha256: str | None = None  # base_fingerprint of the base in base_dtype; None: unknown (official files)
+    base_sha256: str | None = None  # weights_fingerprint of the base in base_dtype; None: unknown (official files)
     base_dtype: str = "float32"
 
     def __post_init__(self) -> None:
@@ -280,7 +250,7 @@ class BitDelta:
                 raise ValueError(f"{name}: the base weight is {tuple(linear_weight(module).shape)}, the delta expects "
                                  f"{(out_f, in_f)}; this delta was made for another base")
         if verify and self.base_sha256:
-            got = base_fingerprint(base)
+            got = weights_fingerprint(base)
             if got != self.base_sha256:
                 raise ValueError(
                     f"the base weights do not match this delta: its base {self.base!r} had sha256 {self.base_sha256}, "
@@ -352,5 +322,5 @@ def compress(
         if b is None or b.shape != t.shape or b.dtype != t.dtype or not torch.equal(b, t):
             params[key] = t.detach().clone()
     return BitDelta(masks=masks, scales=scales, shapes=shapes, params=params, base=base_name,
-                    base_revision=base_revision, base_sha256=base_fingerprint(base),
+                    base_revision=base_revision, base_sha256=weights_fingerprint(base),
                     base_dtype=dtype_name(linear_weight(base_modules[names[0]]).dtype))

@@ -25,10 +25,10 @@ from torch import nn
 
 from zoo.io import DEFAULT_SHARD_BYTES, atomic_path
 from zoo.bitdelta._base import base_source, load_model, load_pair
-from zoo.bitdelta.delta import BitDelta, compress, parse_dtype_name
+from zoo.bitdelta.delta import BitDelta, compress
 from zoo.bitdelta.model import apply_deltas_, compressed_layers, delta_from_model
 from zoo.errors import ConfigError
-from zoo.module import ZooModule
+from zoo.module import ZooModule, parse_dtype
 from zoo.schedules import warmup_cosine
 from zoo.training import weight_decay_groups
 
@@ -302,7 +302,8 @@ class BitDeltaModule(_SavedAsDelta):
         return BitDelta(
             masks={n: torch.zeros(-(-i // 32), o, dtype=torch.int32) for n, (o, i) in shapes.items()},
             scales={n: torch.zeros(()) for n in shapes}, shapes=shapes,
-            params={n: torch.zeros(p["shape"], dtype=parse_dtype_name(p["dtype"])) for n, p in (hp.params or {}).items()},
+            params={n: torch.zeros(p["shape"], dtype=parse_dtype(p["dtype"], floating=False))
+                    for n, p in (hp.params or {}).items()},
             base=hp.base, base_revision=hp.base_revision, base_sha256=hp.base_sha256, base_dtype=hp.base_dtype)
 
     # ------------------------------------------------------------------ loading

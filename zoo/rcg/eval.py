@@ -168,17 +168,6 @@ def cached_features(cache: FeatureCache | None, start: int, size: int, compute) 
     return feats
 
 
-def weights_fingerprint(model: nn.Module) -> str:
-    """sha256 over the state dict (names, dtypes, bytes): cached features are only reused for the same weights."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
-        digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
-    return digest.hexdigest()
-
-
 class _GivenFeatures(nn.Module):
     """The metric's "network" when features are computed (or read from a cache) beforehand: passes them on."""
 
@@ -230,6 +219,8 @@ def evaluate_fid(model, *, n: int, batch_size: int = 50, seed: int = 0, ref_stat
                 f"install torch-fidelity with network access to its weights ({err})") from None
     cache = None
     if cache_dir is not None:
+        from zoo.io import weights_fingerprint
+
         cache = FeatureCache(cache_dir, {"model": str(getattr(model, "zoo_source", type(model).__name__)),
                                          "weights_sha256": weights_fingerprint(model),
                                          "features": type(net).__name__, "batch_size": batch_size,
