@@ -37,7 +37,11 @@ def reading_saved_config() -> Iterator[None]:
 
 
 def closest(name: str, candidates: list[str], n: int = 3) -> list[str]:
-    return difflib.get_close_matches(name, candidates, n=n, cutoff=0.6)
+    """A typo's likely fixes, for a "did you mean": the closest spellings first, then the names holding ``name``
+    (``chess-small-av`` for ``chess``), at most ``n``."""
+    close = difflib.get_close_matches(name, candidates, n=n)
+    close += [c for c in candidates if name and name.lower() in c.lower() and c not in close]
+    return close[:n]
 
 
 def type_name(kind: Any) -> str:

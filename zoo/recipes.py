@@ -7,11 +7,11 @@ Torch-free.
 
 from __future__ import annotations
 
-import difflib
 import shutil
 from pathlib import Path
 
 from zoo.errors import ZooError
+from zoo.hparams import closest
 
 __all__ = ["recipe_root", "list_recipes", "find_recipe", "copy_recipe", "RecipeNotFoundError"]
 
@@ -44,8 +44,8 @@ def find_recipe(name: str) -> Path:
         if rel and (candidate.is_file() or candidate.is_dir()):
             return candidate
     names = list_recipes()
-    close = difflib.get_close_matches(rel, names, n=5, cutoff=0.4) + [n for n in names if rel and rel in n]
-    hint = f" Did you mean: {', '.join(dict.fromkeys(close[:5]))}?" if close else ""
+    close = closest(rel, names, n=5)
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
     raise RecipeNotFoundError(f"no recipe {name!r}.{hint} `zoo recipe` lists them all.")
 
 

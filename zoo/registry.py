@@ -7,7 +7,6 @@ calls :func:`register_method` with *dotted paths* to its heavy parts; they are i
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import importlib
 import importlib.util
@@ -266,18 +265,14 @@ def resolve_module_class(model_type: str) -> type:
     raise KeyError(f"no method registers model_type {model_type!r}; known: {', '.join(known)}")
 
 
-def _closest(name: str, candidates: list[str], n: int = 5) -> list[str]:
-    close = difflib.get_close_matches(name, candidates, n=n, cutoff=0.4)
-    close += [c for c in candidates if name.lower() in c.lower() and c not in close]
-    return close[:n]
-
-
 def get_entry(name: str) -> ModelEntry:
     discover()
     try:
         return _ENTRIES[name]
     except KeyError:
-        close = _closest(name, sorted(_ENTRIES))
+        from zoo.hparams import closest  # only when a name is wrong: import zoo stays lean
+
+        close = closest(name, sorted(_ENTRIES), n=5)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
         raise UnknownModelError(
             f"unknown model {name!r}.{hint} Run `zoo list` (or zoo.list_models()) to see every name."
