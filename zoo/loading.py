@@ -1,11 +1,8 @@
-"""``zoo.load``: a catalog name, a Hub repo or a local folder in, a ready LightningModule out."""
+"""Left for the CLI modules until they import ``zoo.load``; goes then (``zoo.load`` is
+``ZooModule.from_pretrained``)."""
 
-from __future__ import annotations
+from zoo.module import ZooModule, parse_dtype
 
-from zoo.hub import resolve_repo
-from zoo.module import ZooModule, parse_dtype, read_config
+__all__ = ["load", "parse_dtype"]
 
-__all__ = ["load", "resolve_repo", "parse_dtype", "read_config"]
-
-# any ZooModule: the class the repo's config.json names (see ZooModule.from_pretrained)
 load = ZooModule.from_pretrained

@@ -14,7 +14,7 @@ import tempfile
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -24,12 +24,15 @@ from zoo.io import DTYPES, dtype_name, folder_undone_on_failure, write_json_atom
 from zoo._lightning import L  # Lightning without the optional packages torchmetrics would import
 from zoo.card import check_card, load_card, render_card
 from zoo.convert import preview, safe_torch_load
-from zoo.errors import ConfigError
+from zoo.errors import ConfigError, InputError
 from zoo.hparams import check_arguments, closest, reading_saved_config
 from zoo.hub import resolve_repo
 from zoo.registry import methods, resolve_module_class
 
-__all__ = ["ZooModule", "plain", "constructor_args", "CONFIG_FORMAT", "parse_dtype", "read_config"]
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self needs Python 3.11; type checkers know typing_extensions
+
+__all__ = ["ZooModule", "publish", "plain", "constructor_args", "CONFIG_FORMAT", "parse_dtype", "read_config"]
 
 CONFIG_FORMAT = 1
 
@@ -212,13 +215,23 @@ class ZooModule(L.LightningModule):
         device: str | torch.device | None = None,
         dtype: str | torch.dtype | None = None,
         **kwargs,
-    ) -> "ZooModule":
-        """``zoo.load``: the module a repo's ``config.json`` names, in eval mode (``cls`` checks its class).
+    ) -> Self:
+        """``zoo.load``: the module a repo's ``config.json`` names, in eval mode (``cls`` checks its class, so
+        ``EScAIPModule.from_pretrained(name)`` is typed as an ``EScAIPModule``).
 
-        ``name_or_path`` is a catalog name, ``hf://owner/repo[@revision]`` or a local repo folder. The module is
-        built on the meta device and the weights are assigned strictly. Extra keyword arguments go to the method's
-        ``from_repo_dir`` (e.g. ``merged=False`` for BitDelta deltas).
+        ``name_or_path`` is a catalog name, ``hf://owner/repo[@revision]``, a local repo folder or a Lightning
+        checkpoint (``.ckpt``, see :meth:`from_checkpoint`). The module is built on the meta device and the weights
+        are assigned strictly. Extra keyword arguments go to the method's ``from_repo_dir`` (e.g. ``merged=False``
+        for BitDelta deltas).
         """
+        if os.fspath(name_or_path).endswith(".ckpt"):
+            if revision is not None or kwargs:
+                raise InputError(f"{name_or_path} is a Lightning checkpoint: a revision and load options apply to "
+                                 "repos only; drop them, or publish the checkpoint as a repo and load that")
+            model = cls.from_checkpoint(Path(name_or_path).expanduser())
+            model.to(device=device or "cpu", dtype=parse_dtype(dtype))
+            model.zoo_source = str(name_or_path)
+            return model
         directory = resolve_repo(name_or_path, revision=revision)
         config_path = directory / CONFIG_NAME
         config = read_config(config_path)
@@ -243,7 +256,7 @@ class ZooModule(L.LightningModule):
         return model.eval()
 
     @classmethod
-    def from_checkpoint(cls, path: str | os.PathLike) -> "ZooModule":
+    def from_checkpoint(cls, path: str | os.PathLike) -> Self:
         """Rebuild from a Lightning ``.ckpt`` without unpickling code (``weights_only=True``), in eval mode.
 
         The result holds what ``save_pretrained`` would write after ``fit``: a module class that keeps more than its
@@ -416,3 +429,12 @@ class ZooModule(L.LightningModule):
     def model_card_fields(self) -> dict[str, Any]:
         """Defaults for the model card; methods add tags, datasets, metrics."""
         return {"tags": [self.method, self.model_type]}
+
+
+def publish(model: ZooModule | str | os.PathLike, repo: str | os.PathLike, **kwargs) -> dict[str, Any]:
+    """``zoo.publish``: ``model.publish(repo, **kwargs)`` (see :meth:`ZooModule.publish`); ``model`` may also be
+    anything :meth:`ZooModule.from_pretrained` loads, a Lightning checkpoint included (published with the weights
+    ``save_pretrained`` would write after ``fit``)."""
+    if not isinstance(model, ZooModule):
+        model = ZooModule.from_pretrained(model)
+    return model.publish(repo, **kwargs)

@@ -83,7 +83,7 @@ def _hub_license(text: str) -> str:
 
 def _converted_folder(entry: ModelEntry, staging: Path) -> Path:
     """The official files converted into a zoo repo, with a model card rendered from the catalog entry."""
-    from zoo.loading import load
+    from zoo import load
     from zoo.card import render_card
 
     converted = _fetch_upstream(entry)

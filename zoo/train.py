@@ -85,7 +85,7 @@ def run_recipe(
 
 def _start_from(model, init_from: str) -> None:
     """Load the weights of the zoo model ``init_from`` into the recipe's ``model``, in the recipe's precision."""
-    from zoo.loading import load
+    from zoo import load
 
     pretrained = load(init_from)
     if type(pretrained) is not type(model):

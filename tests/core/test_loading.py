@@ -72,6 +72,24 @@ def test_dtype_and_device(tmp_path):
         zoo.load(tmp_path, dtype="int3")
 
 
+def test_load_and_publish_a_lightning_checkpoint(tmp_path):
+    """zoo.load and zoo.publish take a Lightning checkpoint of a zoo module as they take a repo."""
+    from zoo.errors import InputError
+
+    model = ToyRegressor(width=8)
+    ckpt = tmp_path / "run.ckpt"  # what Lightning writes, with the key ZooModule.on_save_checkpoint adds
+    torch.save({"zoo_model_type": "toy-mlp", "hyper_parameters": dict(model.hparams),
+                "state_dict": model.state_dict()}, ckpt)
+    loaded = zoo.load(ckpt)
+    assert type(loaded) is ToyRegressor and not loaded.training and same_weights(model, loaded)
+    assert loaded.zoo_source == str(ckpt)
+    assert {p.dtype for p in ToyRegressor.from_pretrained(str(ckpt), dtype="bf16").parameters()} == {torch.bfloat16}
+    with pytest.raises(InputError, match="is a Lightning checkpoint"):
+        zoo.load(ckpt, revision="main")
+    result = zoo.publish(str(ckpt), tmp_path / "repo")
+    assert "model.safetensors" in result["files"] and same_weights(model, zoo.load(tmp_path / "repo"))
+
+
 def test_pickles_in_a_repo_are_never_executed(tmp_path):
     marker = tmp_path / "pwned"
 

@@ -66,20 +66,16 @@ def load_model(
     """
     if isinstance(ref, nn.Module):
         return ref
-    from zoo.loading import parse_dtype
+    from zoo.module import parse_dtype
 
     dtype = parse_dtype(dtype)
     ref = _beside(str(ref), relative_to)
     with torch.device("cpu"):  # also when a checkpoint loader builds us under the meta device
-        if is_zoo_ref(ref):
-            from zoo.loading import load
+        # a zoo model, or a `zoo train` / `zoo finetune` checkpoint of one
+        if is_zoo_ref(ref) or (ref.endswith(".ckpt") and Path(ref).expanduser().is_file()):
+            from zoo import load
 
             return load(ref, revision=revision, dtype=dtype, device=device).eval()
-        if ref.endswith(".ckpt") and Path(ref).expanduser().is_file():  # a `zoo train` / `zoo finetune` checkpoint
-            from zoo.module import ZooModule
-
-            model = ZooModule.from_checkpoint(Path(ref).expanduser())
-            return model.to(device=device, dtype=dtype).eval()
         path_like = Path(ref).is_absolute() or ref.startswith(("./", "../", "~"))  # not a Hugging Face repo id
         if path_like and not Path(ref).expanduser().exists():
             raise FileNotFoundError(f"cannot load the model {ref!r}: there is no such folder")

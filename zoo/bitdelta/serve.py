@@ -43,7 +43,7 @@ class MultiTenantLM(nn.Module):
 
         ``with_base=True`` adds the base itself as the last tenant (a delta with zero scales that carries nothing).
         """
-        from zoo.loading import resolve_repo
+        from zoo.hub import resolve_repo
 
         loaded = [BitDelta.load(resolve_repo(d)) for d in deltas]
         if not loaded:

@@ -266,7 +266,6 @@ def convert(
     ``num_heads`` is always needed and ``policy`` unless the head is the 1968-way BC head (see :func:`infer_config`).
     """
     from zoo.chess.module import ChessTransformerModule
-    from zoo.loading import load
 
     with open_params(src, step=step, ema=ema) as params:
         cfg = infer_config(params, policy=policy, num_heads=num_heads)
@@ -281,7 +280,7 @@ def convert(
         with folder_undone_on_failure(out_dir) as out_dir:  # never weights without a config
             save_state_dict(state, out_dir)
             write_json_atomic(out_dir / CONFIG_NAME, module.config_json())
-    return load(out_dir)  # the written repo, read back strictly (weights memory-mapped)
+    return ChessTransformerModule.from_pretrained(out_dir)  # the written repo, read back strictly (weights memory-mapped)
 
 
 def catalog_convert_args(entry) -> dict:
