@@ -31,6 +31,24 @@ def test_unknown_name_suggests_close_names():
     assert "zoo list" in str(err.value)
 
 
+def test_one_did_you_mean_for_every_kind_of_name():
+    """hparams.closest serves catalog names, recipes, hyperparameters, model types and card fields alike."""
+    from zoo.hparams import check_arguments, closest
+    from zoo.recipes import RecipeNotFoundError, find_recipe
+
+    names = ["chess-small-av", "chess-small-bc", "escaip-tiny-emt", "rcg-imagenet256"]
+    assert closest("chess-smal-av", names) == ["chess-small-av", "chess-small-bc"]  # close spellings, best first
+    assert closest("TINY", names) == ["escaip-tiny-emt"] and closest("", names) == []  # else the names holding it
+    assert closest("chess", names, n=1) == ["chess-small-av"]
+    with pytest.raises(RecipeNotFoundError, match=r"Did you mean: escaip/tiny_emt.yaml\?"):
+        find_recipe("tiny_emt")
+
+    def build(hidden_size: int = 8) -> None: ...
+
+    with pytest.raises(ValueError, match="'size': did you mean 'hidden_size'"):
+        check_arguments(build, {"size": 4}, "hparams", "build")
+
+
 def test_names_are_stable():
     register_model(_entry("toy-stable"))
     register_model(_entry("toy-stable"))  # same contents: fine
