@@ -13,7 +13,8 @@ from torch.utils.data import TensorDataset
 import zoo
 from zoo.cli import main
 from zoo.train import run_recipe
-from zoo.training import EMA, EpochSampler, MidEpochResume, ResumableBatchSampler, resumable_loader
+from zoo.lightning_compat import MidEpochResume
+from zoo.training import EMA, EpochSampler, ResumableBatchSampler, resumable_loader
 
 RECIPE = str(__import__("pathlib").Path(__file__).parent / "recipes" / "toy.yaml")
 

@@ -33,7 +33,8 @@ from zoo.rcg.model import (
     ddim_sample,
 )
 from zoo.schedules import warmup_cosine
-from zoo.training import EMA, attached_trainer, weight_decay_groups
+from zoo.lightning_compat import attached_trainer
+from zoo.training import EMA, weight_decay_groups
 
 __all__ = ["MocoV3Module", "VQGANModule", "RDMModule", "MAGEModule", "mage_targets", "mage_training_loss",
            "mage_optimizers", "load_prefixed", "eval_mode", "seeded_generator"]
