@@ -17,9 +17,9 @@ import torch.nn as nn
 from torch import Tensor
 
 from zoo.escaip.model import CONFIGS, EScAIP, EScAIPConfig
+from zoo.lightning_compat import EMA_CHECKPOINT_KEY, EMAWeights
 from zoo.module import ZooModule
 from zoo.schedules import warmup_cosine
-from zoo.lightning_compat import EMA_CHECKPOINT_KEY, EMAWeights
 from zoo.training import weight_decay_groups
 
 __all__ = ["EScAIPModule", "TargetScaling", "default_heads", "validate_inputs", "chemical_symbol"]
