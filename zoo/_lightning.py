@@ -37,7 +37,7 @@ import types
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["DEFERRED", "DYNAMO_STAND_IN_TESTED", "L", "hidden_during_import", "installed_in", "LightningCLI",
+__all__ = ["DEFERRED", "DYNAMO_STAND_IN_TESTED", "L", "hidden_during_import", "installed_in",
            "ModelCheckpoint", "PossibleUserWarning", "SIGTERMException", "WeightAveraging", "rank_zero_info"]
 
 #: Optional packages torchmetrics imports at import time when installed, and that the zoo's core never needs.

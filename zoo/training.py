@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator, Sequence, Sized
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -125,8 +126,8 @@ class ResumableBatchSampler(BatchSampler):
         if self.resume_at is None:
             epoch, done = self.epoch, 0
         else:
-            # whatever epoch Lightning resumes as (see `zoo.lightning_compat.resume_where_fit_stopped`), this pass finishes the
-            # interrupted epoch in its own order
+            # whatever epoch Lightning resumes as (see zoo.lightning_compat.resume_where_fit_stopped), this pass
+            # finishes the interrupted epoch in its own order
             (epoch, done), self.resume_at = self.resume_at, None
         self.pass_epoch = epoch
         yield from self._rank_batches(epoch)[done:]
