@@ -6,7 +6,8 @@ from collections.abc import Callable
 
 import lightning as L
 
-from zoo.training import MidEpochResume, ResumableBatchSampler
+from zoo.lightning_compat import MidEpochResume
+from zoo.training import ResumableBatchSampler
 
 
 def _epoch_batches(data: L.LightningDataModule, epoch: int) -> list[list[int]]:

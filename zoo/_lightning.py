@@ -18,7 +18,12 @@ Lightning also imports ``torch._dynamo`` (~2.5 s of ``torch.compile`` machinery:
 ``@torch.compiler.disable`` decorators and ``isinstance(x, OptimizedModule)`` checks. Until something imports
 ``torch._dynamo`` nothing can be compiled, so both are deferred: during the import Lightning sees a stand-in
 (:class:`_DynamoStandIn`), and the first real ``import torch._dynamo`` (``torch.compile`` does it) applies the
-real decorators and classes, leaving Lightning exactly as it would have been (see :func:`_defer_dynamo`).
+real decorators and classes, leaving Lightning exactly as it would have been (see :func:`_defer_dynamo`). The
+stand-in knows what Lightning's import takes from ``torch._dynamo``, so it is used only with the releases it is tested
+on (:data:`DYNAMO_STAND_IN_TESTED`); with others Lightning imports ``torch._dynamo`` itself, ~2.5 s slower.
+
+Every ``import lightning`` of the zoo is this module's (tests/core/test_lean_import.py checks), so what is hidden does
+not depend on which zoo module a process imports first; the Lightning names the zoo uses are imported from here.
 """
 
 from __future__ import annotations
@@ -32,13 +37,27 @@ import types
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["DEFERRED", "L", "hidden_during_import"]
+__all__ = ["DEFERRED", "DYNAMO_STAND_IN_TESTED", "L", "hidden_during_import", "installed_in",
+           "ModelCheckpoint", "PossibleUserWarning", "SIGTERMException", "WeightAveraging", "rank_zero_info"]
 
 #: Optional packages torchmetrics imports at import time when installed, and that the zoo's core never needs.
 DEFERRED = ("transformers", "torchvision", "matplotlib", "scipy")
 
 #: The packages hidden while this process imported Lightning (empty when nothing was hidden).
 hidden_during_import: tuple[str, ...] = ()
+
+#: The releases the torch._dynamo stand-in is tested with; with any other, Lightning imports torch._dynamo itself.
+DYNAMO_STAND_IN_TESTED = {"lightning": ">=2.6,<2.7", "torch": ">=2.14,<2.15"}
+
+
+def installed_in(ranges: dict[str, str]) -> bool:
+    """Whether each distribution's installed version is in its range (``{"lightning": ">=2.6,<2.7"}``), read from
+    its metadata without importing it."""
+    from importlib.metadata import version
+
+    from packaging.specifiers import SpecifierSet
+
+    return all(version(name) in SpecifierSet(spec) for name, spec in ranges.items())
 
 
 def _import_lightning():
@@ -51,7 +70,8 @@ def _import_lightning():
         import lightning
 
         return lightning
-    dynamo = _DynamoStandIn() if "torch._dynamo" not in sys.modules else None
+    stand_in = "torch._dynamo" not in sys.modules and installed_in(DYNAMO_STAND_IN_TESTED)
+    dynamo = _DynamoStandIn() if stand_in else None
 
     from lightning_utilities.core.imports import RequirementCache, package_available
     from packaging.requirements import Requirement
@@ -245,3 +265,18 @@ def _check_torchvision() -> None:
 
 _check_torchvision()
 L = _import_lightning()
+
+# the Lightning names the zoo uses (all imported by `import lightning` already; LightningCLI, which imports
+# jsonargparse, in __getattr__ below)
+from lightning.pytorch.callbacks import ModelCheckpoint, WeightAveraging  # noqa: E402
+from lightning.pytorch.utilities import rank_zero_info  # noqa: E402
+from lightning.pytorch.utilities.exceptions import SIGTERMException  # noqa: E402
+from lightning.pytorch.utilities.warnings import PossibleUserWarning  # noqa: E402
+
+
+def __getattr__(name: str):
+    if name == "LightningCLI":
+        from lightning.pytorch.cli import LightningCLI
+
+        return LightningCLI
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,7 +21,7 @@ from torch.overrides import TorchFunctionMode
 
 from zoo.io import CONFIG_NAME, DEFAULT_SHARD_BYTES, atomic_path, load_state_dict, save_state_dict, sha256_file
 from zoo.io import DTYPES, dtype_name, folder_undone_on_failure, write_json_atomic
-from zoo._lightning import L  # Lightning without the optional packages torchmetrics would import
+from zoo._lightning import L, PossibleUserWarning
 from zoo.card import check_card, load_card, render_card
 from zoo.convert import preview, safe_torch_load
 from zoo.errors import ConfigError, InputError
@@ -139,8 +139,6 @@ def _quiet_eval_mode_warning_by_design(module: ZooModule) -> tuple | None:
     """Leave out Lightning's warning about submodules in eval mode at the start of training when each of them is in
     ``module.parts_in_eval_mode()``. The filter names their exact number: a module in eval mode by mistake beside
     them still shows the warning. Returns the filter, for ``on_train_start`` to remove once the warning is past."""
-    from lightning.pytorch.utilities.warnings import PossibleUserWarning
-
     by_design = {id(sub) for part in module.parts_in_eval_mode() for sub in part.modules()}
     in_eval = [sub for sub in module.modules() if not sub.training]
     if not (in_eval and all(id(sub) in by_design for sub in in_eval)):
@@ -365,7 +363,7 @@ class ZooModule(L.LightningModule):
             warnings.filters.remove(rule)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        from zoo.training import resume_where_fit_stopped
+        from zoo.lightning_compat import resume_where_fit_stopped
 
         # lets `zoo publish run.ckpt` rebuild the right class without unpickling anything
         checkpoint["zoo_model_type"] = self.model_type

@@ -41,10 +41,7 @@ def run_recipe(
     checkpoint folders, the data), and Lightning's set-up messages are shown only once they pass: a bad input is one
     error. Returns the LightningCLI object (its ``model`` and ``trainer`` hold the result).
     """
-    import lightning as L
-    from lightning.pytorch.cli import LightningCLI
-    from lightning.pytorch.utilities.exceptions import SIGTERMException
-
+    from zoo._lightning import L, LightningCLI, SIGTERMException
     from zoo.module import ZooModule
 
     if not os.path.isfile(recipe):
@@ -141,7 +138,7 @@ def final_checkpoints(trainer) -> list[str]:
     last step (``last.ckpt`` first), else ``last.ckpt`` there, which :func:`_save_final_state` writes. The folders
     are the checkpoint callbacks' (those Lightning picks are in the run's own log folder), or ``checkpoints/`` of the
     run's log folder when there is none."""
-    from lightning.pytorch.callbacks import ModelCheckpoint
+    from zoo._lightning import ModelCheckpoint
 
     final = []
     for callback in [c for c in trainer.checkpoint_callbacks if c.dirpath] or [None]:

@@ -1,11 +1,32 @@
 """zoo._lightning: the first `import lightning` of a process skips what torchmetrics would import for nothing."""
 
+import ast
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
-from zoo._lightning import DEFERRED
+import pytest
+
+from zoo._lightning import DEFERRED, DYNAMO_STAND_IN_TESTED, installed_in
+
+ZOO = Path(__file__).resolve().parents[2] / "zoo"
+
+
+def test_every_lightning_import_of_the_zoo_is_zoo_lightning():
+    """What the first `import lightning` hides must not depend on which zoo module a process imports first."""
+    lightning = {"lightning", "pytorch_lightning", "lightning_fabric"}
+    direct = []
+    for path in ZOO.rglob("*.py"):
+        if path == ZOO / "_lightning.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            direct += [f"{path.relative_to(ZOO.parent)}:{node.lineno} imports {name}" for name in names
+                       if name and name.partition(".")[0] in lightning]
+    assert not direct, "import Lightning through zoo._lightning (from zoo._lightning import L, ...): " + str(direct)
 
 _REPORT = """
 import json, sys
@@ -67,6 +88,7 @@ print(json.dumps({**before, "disabled": disabled(),
 """
 
 
+@pytest.mark.skipif(not installed_in(DYNAMO_STAND_IN_TESTED), reason=f"stand-in tested with {DYNAMO_STAND_IN_TESTED}")
 def test_torch_dynamo_waits_for_the_first_compile_and_leaves_lightning_as_upstream_after_it():
     lean = _run("import zoo\nzoo.load('chess-small-av')\n", _DYNAMO)
     assert lean["dynamo_imported"] is False and lean["compiled_check"] is True
@@ -75,6 +97,18 @@ def test_torch_dynamo_waits_for_the_first_compile_and_leaves_lightning_as_upstre
     assert upstream["dynamo_imported"] is True
     # after the first compile, the same Lightning functions are dynamo-disabled as with a plain `import lightning`
     assert lean["disabled"] == upstream["disabled"] and upstream["disabled"]
+
+
+def test_the_dynamo_stand_in_is_used_only_with_the_releases_it_is_tested_on():
+    assert DYNAMO_STAND_IN_TESTED == {"lightning": ">=2.6,<2.7", "torch": ">=2.14,<2.15"}  # tested: 2.6.6, 2.14.1
+    # as with lightning 2.7: Lightning's import brings in the real torch._dynamo itself
+    outside = _run("import importlib.metadata as metadata\n"
+                   "installed = metadata.version\n"
+                   "metadata.version = lambda name: '2.7.0' if name == 'lightning' else installed(name)\n"
+                   "import zoo._lightning\n",
+                   report="import json, sys\n"
+                          "print(json.dumps({'dynamo': type(sys.modules.get('torch._dynamo')).__name__}))\n")
+    assert outside == {"dynamo": "module"}
 
 
 def test_a_compiled_module_trains_after_a_lean_import(tmp_path):

@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 import zoo
 from zoo.escaip.data import EScAIPDataModule
 from zoo.escaip.module import EScAIPModule
-from zoo.training import EMA_CHECKPOINT_KEY, EMAWeights
+from zoo.lightning_compat import EMA_CHECKPOINT_KEY, EMAWeights
 
 TINY = {"preset": "tiny", "max_num_elements": 30, "direct_forces": True}
 
@@ -83,8 +83,8 @@ def test_resuming_restores_the_raw_weights_and_the_update_count(fitted, emt_data
 
     class FirstBatch(L.Callback):
         def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-            ema = next(c for c in trainer.callbacks if isinstance(c, EMAWeights)).ema
-            seen.append(({n: p.clone() for n, p in pl_module.model.named_parameters()}, int(ema.num_updates)))
+            ema = next(c for c in trainer.callbacks if isinstance(c, EMAWeights))
+            seen.append(({n: p.clone() for n, p in pl_module.model.named_parameters()}, ema.num_updates))
 
     trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
                         enable_checkpointing=False, callbacks=[FirstBatch()], max_steps=5, limit_val_batches=0)

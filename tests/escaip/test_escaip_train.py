@@ -114,6 +114,15 @@ def trainer(**kw):
                      enable_model_summary=False, **kw)
 
 
+def test_fitting_references_without_a_datamodule_to_ask_is_one_error(emt_data):
+    model = EScAIPModule(backbone=TINY, fit_references=True)
+    data = EScAIPDataModule(str(emt_data), max_atoms_per_batch=80)
+    data.setup("fit")
+    with pytest.raises(ValueError, match="fit_references=True needs a datamodule .*EScAIPDataModule.target_scaling"):
+        trainer(max_steps=1).fit(model, train_dataloaders=data.train_dataloader())  # a loader, no datamodule
+    assert not bool(model.scaling.fitted)
+
+
 @pytest.mark.parametrize("forces", ["direct", "gradient"])
 def test_tiny_model_trains_and_fine_tunes_after_loading(emt_data, tmp_path, forces):
     torch.manual_seed(0)

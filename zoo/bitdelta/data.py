@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from zoo.training import MidEpochResume, resumable_loader
+from zoo._lightning import L
+from zoo.lightning_compat import MidEpochResume
+from zoo.training import resumable_loader
 
 __all__ = ["ByteTokenizer", "get_tokenizer", "load_tokens", "load_token_rows", "TokenRows", "TokenWindows", "TextDataModule"]
 

@@ -17,12 +17,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-import lightning as L
 import torch
 import torch.nn.functional as F
-from lightning.pytorch.utilities import rank_zero_info
 from torch import nn
 
+from zoo._lightning import L, rank_zero_info
 from zoo.io import DEFAULT_SHARD_BYTES, atomic_path
 from zoo.bitdelta._base import base_source, load_model, load_pair
 from zoo.bitdelta.delta import BitDelta, compress

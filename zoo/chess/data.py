@@ -11,15 +11,16 @@ import re
 from pathlib import Path
 
 import chess
-import lightning as L
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from zoo._lightning import L
 from zoo.chess.bag import BagReader, decode_record
 from zoo.chess.model import check_policy
 from zoo.chess.tokenizer import action_index, to_bucket, tokenize
-from zoo.training import MidEpochResume, resumable_loader
+from zoo.lightning_compat import MidEpochResume
+from zoo.training import resumable_loader
 
 __all__ = ["ChessBagDataset", "ChessDataModule", "find_bag", "mirror_record", "record_to_sequence"]
 

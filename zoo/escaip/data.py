@@ -8,13 +8,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import lightning as L
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from zoo._lightning import L
 from zoo.errors import InputError
-from zoo.training import EpochSampler, MidEpochResume, ResumableBatchSampler
+from zoo.lightning_compat import MidEpochResume
+from zoo.training import EpochSampler, ResumableBatchSampler
 
 __all__ = [
     "atoms_to_sample",
@@ -309,6 +310,11 @@ class EScAIPDataModule(MidEpochResume, L.LightningDataModule):
         self.train_set = AtomsDataset([samples[i] for i in order[n_val:]])
         if not len(self.train_set):
             raise ValueError("no training structures left after the validation split; lower val_fraction")
+
+    def target_scaling(self, max_num_elements: int) -> dict[str, Any]:
+        """The element references and normaliser fitted on the training structures (:func:`fit_target_scaling`):
+        ``EScAIPModule.setup`` asks its datamodule for them when it trains with ``fit_references``."""
+        return fit_target_scaling(self.train_set, max_num_elements)
 
     def _loader(self, dataset: AtomsDataset, shuffle: bool) -> DataLoader:
         sampler = AtomCountBatchSampler(

@@ -17,9 +17,10 @@ import torch.nn as nn
 from torch import Tensor
 
 from zoo.escaip.model import CONFIGS, EScAIP, EScAIPConfig
+from zoo.lightning_compat import EMA_CHECKPOINT_KEY, EMAWeights
 from zoo.module import ZooModule
 from zoo.schedules import warmup_cosine
-from zoo.training import EMA_CHECKPOINT_KEY, EMAWeights, weight_decay_groups
+from zoo.training import weight_decay_groups
 
 __all__ = ["EScAIPModule", "TargetScaling", "default_heads", "validate_inputs", "chemical_symbol"]
 
@@ -239,16 +240,13 @@ class EScAIPModule(ZooModule):
     # ------------------------------------------------------------------ training
     def setup(self, stage: str) -> None:
         if stage == "fit" and self.hparams.fit_references and not bool(self.scaling.fitted):
-            datamodule = getattr(self.trainer, "datamodule", None)
-            train_set = getattr(datamodule, "train_set", None)
-            if train_set is None:
+            target_scaling = getattr(self.trainer.datamodule, "target_scaling", None)
+            if target_scaling is None:
                 raise ValueError(
-                    "fit_references=True needs a datamodule with a `train_set` (zoo.escaip.data.EScAIPDataModule) "
-                    "to fit element references and normalisation; pass fit_references=False to train without"
-                )
-            from zoo.escaip.data import fit_target_scaling
-
-            self.scaling.set_(**fit_target_scaling(train_set, self.cfg.max_num_elements))
+                    "fit_references=True needs a datamodule that fits element references and normalisation on its "
+                    "training set (zoo.escaip.data.EScAIPDataModule.target_scaling); pass fit_references=False to "
+                    "train without")
+            self.scaling.set_(**target_scaling(self.cfg.max_num_elements))
         self._build_metrics()
 
     def _build_metrics(self) -> None:

@@ -10,13 +10,14 @@ import gzip
 import os
 from pathlib import Path
 
-import lightning as L
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from zoo._lightning import L
+from zoo.lightning_compat import MidEpochResume
 from zoo.rcg.model import IMAGENET_MEAN, IMAGENET_STD
-from zoo.training import MidEpochResume, resumable_loader
+from zoo.training import resumable_loader
 
 __all__ = ["ImageDataModule", "FashionMNIST", "stage_transform", "STAGES"]
 

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from zoo.hparams import dataclass_from_dict
 from zoo.hub import resolve_repo
+from zoo.lightning_compat import attached_trainer
 from zoo.module import ZooModule, plain
 from zoo.rcg.model import (
     MAGE,
@@ -33,7 +34,7 @@ from zoo.rcg.model import (
     ddim_sample,
 )
 from zoo.schedules import warmup_cosine
-from zoo.training import EMA, attached_trainer, weight_decay_groups
+from zoo.training import EMA, weight_decay_groups
 
 __all__ = ["MocoV3Module", "VQGANModule", "RDMModule", "MAGEModule", "mage_targets", "mage_training_loss",
            "mage_optimizers", "load_prefixed", "eval_mode", "seeded_generator"]
