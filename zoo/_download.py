@@ -26,14 +26,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from zoo._hub_errors import RETRY_STATUS
-from zoo._hub_files import Done, Fail, NotCached, Retry, Verdict, cached, download_checked, unreachable_hub
-from zoo._verify import matches, matches_server_claim, verify_file
+from zoo._hub_files import Done, Fail, NotCached, Retry, Verdict, cached, download_checked, in_hf_cache
+from zoo._hub_files import unreachable_hub
+from zoo._verify import file_pin, matches, matches_server_claim, verify_file
 from zoo.errors import DownloadError, IntegrityError, OfflineError
 from zoo.io import check_space, folder_undone_on_failure, sha256_file, storage_errors, write_json_atomic
 from zoo.registry import FileSpec, ModelEntry, import_object
 from zoo.settings import is_offline, zoo_home
-
-__all__ = ["fetch_upstream", "parse_hf_url"]
 
 DOWNLOAD_RETRIES = 4  # after the first try, with backoff 1, 2, 4, 8 s
 
@@ -41,7 +40,7 @@ DOWNLOAD_RETRIES = 4  # after the first try, with backoff 1, 2, 4, 8 s
 def _offline_error(entry: ModelEntry, reason: str) -> OfflineError:
     return OfflineError(f"model {entry.name!r} is not on this machine and cannot be downloaded ({reason}). It comes "
                         f"from the official upstream files. To get it: run `zoo download {entry.name}` with network, "
-                        f"or place the official files in {zoo_home() / 'downloads' / entry.name}; or pass a local "
+                        f"or place the official files in {downloads_dir(entry)}; or pass a local "
                         "repo folder to zoo.load(path).")
 
 
@@ -147,24 +146,33 @@ def _download_url(url: str, dest: Path, spec: FileSpec) -> None:
                 if part.exists() and part.stat().st_size else ""
             raise OfflineError(f"download of {url} failed after {attempt + 1} tries ({reason}){kept}; {manual}") \
                 from None
-    if spec.sha256 and sha256_file(part) != spec.sha256:
-        actual = sha256_file(part)
+    if spec.sha256 and (actual := sha256_file(part)) != spec.sha256:
         part.unlink()
         raise IntegrityError(f"{spec.path} from {url}: expected sha256 {spec.sha256}, got {actual}; nothing was kept")
     os.replace(part, dest)
 
 
-def parse_hf_url(url: str) -> tuple[str, str | None, str]:
-    """``hf://owner/name[@revision]/path`` -> (repo id, revision, path)."""
+def _parse_hf_url(url: str) -> tuple[str, str, str]:
+    """``hf://owner/name[@revision]/path`` -> (repo id, revision or ``main``, path)."""
     owner, name_at, path = url[len("hf://"):].split("/", 2)
     name, _, revision = name_at.partition("@")
-    return f"{owner}/{name}", revision or None, path
+    return f"{owner}/{name}", revision or "main", path
+
+
+def downloads_dir(entry: ModelEntry) -> Path:
+    """Where the official files of ``entry`` that are not on the Hub are downloaded (or placed by hand)."""
+    return zoo_home() / "downloads" / entry.name
+
+
+def upstream_on_disk(entry: ModelEntry) -> bool:
+    """Whether every official file of ``entry`` is on this machine already (no network call)."""
+    return all(in_hf_cache(*_parse_hf_url(spec.url)) if spec.url.startswith("hf://")
+               else (downloads_dir(entry) / spec.path).exists() for spec in entry.upstream)
 
 
 def _fetch_hf_upstream(entry: ModelEntry, spec: FileSpec) -> Path:
     """An official file hosted on the Hub: through the HF cache, checked against the Hub's LFS sha256."""
-    repo_id, revision, path = parse_hf_url(spec.url)
-    revision = revision or "main"
+    repo_id, revision, path = _parse_hf_url(spec.url)
     spec = _recorded_pin(entry, spec)
     if spec.sha256:  # pinned and cached: no network call
         with contextlib.suppress(NotCached):
@@ -197,14 +205,13 @@ def _recorded_pin(entry: ModelEntry, spec: FileSpec, downloaded: Path | None = N
     pin_file = zoo_home() / "pins" / f"{entry.name}.json"
     pins = json.loads(pin_file.read_text()) if pin_file.exists() else {}
     if spec.path not in pins and downloaded is not None:
-        pins[spec.path] = {"sha256": sha256_file(downloaded), "size": downloaded.stat().st_size}
+        pins[spec.path] = file_pin(downloaded)
         write_json_atomic(pin_file, pins)
     return replace(spec, **pins[spec.path]) if spec.path in pins else spec
 
 
 def fetch_upstream(entry: ModelEntry) -> Path:
     """The official files of ``entry``, each verified, converted into a zoo repo folder (once per set of pins)."""
-    downloads = zoo_home() / "downloads" / entry.name
     files: dict[str, Path] = {}
     pinned: dict[str, str] = {}
     for spec in entry.upstream:
@@ -214,7 +221,7 @@ def fetch_upstream(entry: ModelEntry) -> Path:
             except OfflineError as err:
                 raise _offline_error(entry, str(err)) from None
         else:
-            local = downloads / spec.path
+            local = downloads_dir(entry) / spec.path
             if not local.exists():
                 if is_offline():
                     raise _offline_error(entry, "ZOO_OFFLINE/HF_HUB_OFFLINE is set")

@@ -13,8 +13,6 @@ from zoo.errors import HubError, OfflineError
 from zoo.io import storage_error
 from zoo.settings import hf_cache_root, hf_endpoint
 
-__all__ = ["RETRY_STATUS", "hub_errors"]
-
 RETRY_STATUS = {429, 500, 502, 503, 504}  # HTTP answers worth asking again, later
 _NETWORK_ERRORS = {"TransportError", "ConnectError", "NetworkError", "TimeoutException", "ConnectTimeout",
                    "ReadTimeout", "RemoteProtocolError", "ReadError", "OfflineModeIsEnabled"}
@@ -29,14 +27,8 @@ def _is_network_error(err: BaseException) -> bool:
 def _hub_error(err: BaseException, repo_id: str, revision: str | None, path: str | None = None,
                *, upload: bool = False) -> Exception | None:
     """The zoo error for a ``huggingface_hub`` failure, or None when it is not a Hub failure."""
-    from huggingface_hub.errors import (
-        GatedRepoError,
-        HfHubHTTPError,
-        LocalEntryNotFoundError,
-        RemoteEntryNotFoundError,
-        RepositoryNotFoundError,
-        RevisionNotFoundError,
-    )
+    from huggingface_hub.errors import (GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError,
+                                        RemoteEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError)
 
     at = f"{repo_id}@{revision or 'main'}"
     endpoint = hf_endpoint() or "https://huggingface.co"

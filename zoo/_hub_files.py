@@ -17,8 +17,6 @@ from zoo.errors import IntegrityError, OfflineError
 from zoo.registry import FileSpec
 from zoo.settings import hf_cache_dir, hf_endpoint
 
-__all__ = ["NotCached", "Done", "Retry", "Fail", "cached", "download_checked", "unreachable_hub"]
-
 
 class NotCached(Exception):
     """A pinned file is not (or not intact) in the local cache: it has to be downloaded."""
@@ -69,6 +67,13 @@ def cached(repo_id: str, path: str, revision: str, spec: FileSpec) -> Path:
         delete_copy(local)
         raise NotCached
     return local
+
+
+def in_hf_cache(repo_id: str, path: str, revision: str) -> bool:
+    """Whether the HF cache holds ``path`` of ``repo_id`` at ``revision`` (no network call; its bytes unchecked)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(repo_id, path, cache_dir=hf_cache_dir(), revision=revision), str)
 
 
 def download_checked(repo_id: str, path: str, revision: str, check: Callable[[Path], Verdict], *,

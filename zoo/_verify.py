@@ -20,9 +20,6 @@ from zoo.io import atomic_path, sha256_file, storage_error
 from zoo.registry import FileSpec
 from zoo.settings import zoo_home
 
-__all__ = ["file_pins", "verify_file", "matches", "mismatch", "matches_server_claim", "git_blob_id", "delete_copy",
-           "home_unwritable"]
-
 _home_unwritable_said = False
 
 
@@ -40,12 +37,17 @@ def home_unwritable(err: OSError) -> None:
             zoo_home(), os.strerror(err.errno))
 
 
+def file_pin(path: Path) -> dict[str, Any]:
+    """What a catalog entry pins of a file: ``{"sha256", "size"}``."""
+    return {"sha256": sha256_file(path), "size": path.stat().st_size}
+
+
 def file_pins(folder: Path, paths: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
-    """``{path: {"sha256", "size"}}`` for ``paths`` inside ``folder``, by default every file in it but dot files."""
+    """``{path: file_pin}`` for ``paths`` inside ``folder``, by default every file in it but dot files."""
     if paths is None:
         paths = [p.relative_to(folder).as_posix() for p in sorted(folder.rglob("*"))
                  if p.is_file() and not p.name.startswith(".")]
-    return {path: {"sha256": sha256_file(folder / path), "size": (folder / path).stat().st_size} for path in paths}
+    return {path: file_pin(folder / path) for path in paths}
 
 
 def matches(path: Path, spec: FileSpec) -> bool:

@@ -34,32 +34,17 @@ from filelock import FileLock
 
 from zoo._download import fetch_upstream
 from zoo._hub_errors import hub_errors
-from zoo._hub_files import Done, Fail, NotCached, Retry, Verdict, cached, download_checked, unreachable_hub
-from zoo._verify import git_blob_id, home_unwritable, matches, matches_server_claim, mismatch, verify_file
+from zoo._hub_files import Done, Fail, NotCached, Retry, Verdict, cached, download_checked, in_hf_cache
+from zoo._hub_files import unreachable_hub
+from zoo._verify import file_pin, git_blob_id, home_unwritable, matches, matches_server_claim, mismatch, verify_file
 from zoo.errors import DownloadError, HubError, IntegrityError, OfflineError, RepoChangedError
-from zoo.io import atomic_path, check_space, sha256_file, write_json_atomic
+from zoo.io import atomic_path, check_space, write_json_atomic
 from zoo.registry import FileSpec, ModelEntry, get_entry
 from zoo.settings import embedded_hub_dir, hf_cache_dir, hf_cache_root, hf_endpoint, is_offline, zoo_home
 
-__all__ = [
-    "IntegrityError",
-    "RepoChangedError",
-    "OfflineError",
-    "HubError",
-    "DownloadError",
-    "download",
-    "fetch",
-    "fetch_hf",
-    "resolve_repo",
-    "upload_folder",
-    "where",
-    "zoo_home",
-    "embedded_hub_dir",
-    "is_offline",
-    "hf_endpoint",
-    "hf_cache_dir",
-    "hub_errors",
-]
+__all__ = ["IntegrityError", "RepoChangedError", "OfflineError", "HubError", "DownloadError", "download", "fetch",
+           "fetch_hf", "resolve_repo", "upload_folder", "where", "zoo_home", "embedded_hub_dir", "is_offline",
+           "hf_endpoint", "hf_cache_dir", "hub_errors"]
 
 # never fetched from a Hub repo: the zoo reads safetensors and never unpickles
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib")
@@ -138,10 +123,7 @@ def _hub_snapshot(entry: ModelEntry, revision: str, *, local_only: bool) -> Path
 def _check_hub_space(entry: ModelEntry, revision: str) -> None:
     """Refuse, before downloading, the files of ``entry`` that are not cached when the HF cache's disk cannot hold
     them."""
-    from huggingface_hub import try_to_load_from_cache
-
-    missing = [spec for spec in entry.files if not isinstance(
-        try_to_load_from_cache(entry.hub_repo, spec.path, cache_dir=hf_cache_dir(), revision=revision), str)]
+    missing = [spec for spec in entry.files if not in_hf_cache(entry.hub_repo, spec.path, revision)]
     check_space(hf_cache_root(), sum(spec.size or 0 for spec in missing), f"downloading {entry.name}")
 
 
@@ -251,7 +233,7 @@ def _verified_regular_file(repo_id: str, path: str, commit: str, blob_id: str) -
     wrong = Retry(IntegrityError(f"hf://{repo_id}/{path}: git blob id of the downloaded bytes is not {blob_id} from "
                                  "the Hub, twice in a row; nothing was kept"))
     local = download_checked(repo_id, path, commit, lambda local: Done() if git_blob_id(local) == blob_id else wrong)
-    return {"sha256": sha256_file(local), "size": local.stat().st_size}
+    return file_pin(local)
 
 
 # ----------------------------------------------------------------------------- public

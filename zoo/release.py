@@ -17,43 +17,27 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from zoo._download import fetch_upstream, parse_hf_url
+from zoo._download import downloads_dir, fetch_upstream, upstream_on_disk
 from zoo._verify import file_pins
 from zoo.io import write_json_atomic
 from zoo.errors import OfflineError, ZooError
 from zoo.hub import fetch, upload_folder, where
-from zoo.settings import hf_cache_dir, zoo_home
 from zoo.registry import ModelEntry, get_entry, get_method, list_models, pins_path
 
 __all__ = ["plan", "release", "pins_entry", "write_pins"]
 
 
-def _upstream_on_disk(entry: ModelEntry) -> bool:
-    """Whether every official file is already here (release never starts multi-GB downloads by itself)."""
-    from huggingface_hub import try_to_load_from_cache
-
-    for spec in entry.upstream:
-        if spec.url.startswith("hf://"):
-            repo_id, revision, path = parse_hf_url(spec.url)
-            cached = try_to_load_from_cache(repo_id, path, cache_dir=hf_cache_dir(), revision=revision or "main")
-            if not isinstance(cached, str):
-                return False
-        elif not (zoo_home() / "downloads" / entry.name / spec.path).exists():
-            return False
-    return True
-
-
 def _action(entry: ModelEntry) -> str:
     if where(entry) == "embedded":
         return "upload the embedded mirror"
-    if not entry.released and _upstream_on_disk(entry):
+    if not entry.released and upstream_on_disk(entry):  # release never starts multi-GB downloads by itself
         return "convert the official files, then upload"
     if entry.released:
         return "download from its Hub home, then upload"
     if all(f.url.startswith("hf://") for f in entry.upstream):
         return f"skip: official files not on this machine (`zoo download {entry.name}` puts them in the HF cache)"
-    downloads = zoo_home() / "downloads" / entry.name
-    return f"skip: official files not on this machine (`zoo download {entry.name}`, or place them in {downloads})"
+    return (f"skip: official files not on this machine (`zoo download {entry.name}`, or place them in "
+            f"{downloads_dir(entry)})")
 
 
 def plan(names: list[str] | None = None) -> list[dict[str, Any]]:
