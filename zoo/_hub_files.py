@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Union
+from typing import Callable
 
 from zoo._hub_errors import hub_errors
 from zoo._verify import delete_copy, matches
@@ -41,7 +41,7 @@ class Fail:
     error: Exception
 
 
-Verdict = Union[Done, Retry, Fail]
+Verdict = Done | Retry | Fail
 
 
 def _hf_download(repo_id: str, path: str, revision: str, *, local_only: bool = False) -> Path:
