@@ -30,10 +30,10 @@ __all__ = ["plan", "release", "pins_entry", "write_pins"]
 def _action(entry: ModelEntry) -> str:
     if where(entry) == "embedded":
         return "upload the embedded mirror"
-    if not entry.released and upstream_on_disk(entry):  # release never starts multi-GB downloads by itself
-        return "convert the official files, then upload"
     if entry.released:
         return "download from its Hub home, then upload"
+    if upstream_on_disk(entry):  # release never starts multi-GB downloads by itself
+        return "convert the official files, then upload"
     if all(f.url.startswith("hf://") for f in entry.upstream):
         return f"skip: official files not on this machine (`zoo download {entry.name}` puts them in the HF cache)"
     return (f"skip: official files not on this machine (`zoo download {entry.name}`, or place them in "
