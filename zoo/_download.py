@@ -128,24 +128,21 @@ def _download_url(url: str, dest: Path, spec: FileSpec) -> None:
             if err.code == 416 and have:  # the partial file is not a prefix the server knows: start over
                 part.unlink(missing_ok=True)
                 continue
-            if err.code in RETRY_STATUS and attempt < DOWNLOAD_RETRIES:
-                time.sleep(_retry_pause(attempt, err.headers.get("Retry-After")))
-                attempt += 1
-                continue
-            raise DownloadError(f"{url} answered HTTP {err.code} {err.reason} for {spec.path}"
-                                + (" (access denied: the link may need a sign-in)" if err.code in (401, 403) else "")
-                                + (" (not found: the link may have moved)" if err.code == 404 else "")
-                                + f"; {manual}") from None
+            if err.code not in RETRY_STATUS or attempt == DOWNLOAD_RETRIES:
+                denied = " (access denied: the link may need a sign-in)" if err.code in (401, 403) else ""
+                moved = " (not found: the link may have moved)" if err.code == 404 else ""
+                raise DownloadError(f"{url} answered HTTP {err.code} {err.reason} for {spec.path}{denied}{moved}; "
+                                    f"{manual}") from None
+            retry_after = err.headers.get("Retry-After")
         except (urllib.error.URLError, ConnectionError, TimeoutError, http.client.HTTPException) as err:
-            if attempt < DOWNLOAD_RETRIES:
-                time.sleep(_retry_pause(attempt, None))
-                attempt += 1
-                continue
-            reason = getattr(err, "reason", err)
-            kept = f"; the {part.stat().st_size} bytes received are kept in {part} and resume next time" \
-                if part.exists() and part.stat().st_size else ""
-            raise OfflineError(f"download of {url} failed after {attempt + 1} tries ({reason}){kept}; {manual}") \
-                from None
+            if attempt == DOWNLOAD_RETRIES:
+                kept = f"; the {part.stat().st_size} bytes received are kept in {part} and resume next time" \
+                    if part.exists() and part.stat().st_size else ""
+                raise OfflineError(f"download of {url} failed after {attempt + 1} tries "
+                                   f"({getattr(err, 'reason', err)}){kept}; {manual}") from None
+            retry_after = None
+        time.sleep(_retry_pause(attempt, retry_after))
+        attempt += 1
     if spec.sha256 and (actual := sha256_file(part)) != spec.sha256:
         part.unlink()
         raise IntegrityError(f"{spec.path} from {url}: expected sha256 {spec.sha256}, got {actual}; nothing was kept")
