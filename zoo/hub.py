@@ -166,24 +166,23 @@ def fetch_hf(repo_id: str, revision: str | None = None) -> Path:
 def _hf_entry(repo_id: str, revision: str) -> ModelEntry:
     manifests = zoo_home() / "manifests" / repo_id.replace("/", "--")
     ref_file = manifests / "refs" / revision
-    cached = ref_file.exists()
+    last_seen = manifests / f"{ref_file.read_text().strip()}.json" if ref_file.exists() else None
     is_commit = len(revision) == 40 and all(c in "0123456789abcdef" for c in revision)
-    if cached and (is_commit or is_offline()):  # a commit never moves
-        manifest = json.loads((manifests / f"{ref_file.read_text().strip()}.json").read_text())
-    elif is_offline():
-        raise OfflineError(f"hf://{repo_id}@{revision} was never downloaded here and HF_HUB_OFFLINE is set; run "
-                           f"`zoo download hf://{repo_id}` with network first, or pass a local folder to zoo.load")
+    if last_seen and (is_commit or is_offline()):  # a commit never moves
+        manifest = json.loads(last_seen.read_text())
     else:
         try:
+            if is_offline():
+                raise OfflineError("HF_HUB_OFFLINE is set")
             if (unreachable := unreachable_hub()) is not None:
                 raise OfflineError(unreachable)
             manifest = _resolve_manifest(repo_id, revision)
         except OfflineError as err:
-            if not cached:
+            if not last_seen:
                 raise OfflineError(f"hf://{repo_id}@{revision} was never downloaded here and the Hub is out of reach "
-                                   f"({err}); run `zoo download hf://{repo_id}` with network first") from None
-            # the network is down: serve the branch as it was last seen
-            manifest = json.loads((manifests / f"{ref_file.read_text().strip()}.json").read_text())
+                                   f"({err}); run `zoo download hf://{repo_id}` with network first, or pass a local "
+                                   "folder to zoo.load") from None
+            manifest = json.loads(last_seen.read_text())  # the network is down: serve the branch as last seen
         else:
             write_json_atomic(manifests / f"{manifest['commit']}.json", manifest)
             for ref in {revision, manifest["commit"]}:
