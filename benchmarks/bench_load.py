@@ -23,7 +23,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 import zoo
-from zoo.io import sha256_file
+from zoo._verify import file_pin
 from zoo.module import ZooModule
 from zoo.registry import FileSpec, ModelEntry, register_method, register_model
 
@@ -59,7 +59,7 @@ def main() -> None:
         del model
         register_model(ModelEntry(
             name="bench-100m", method="bench",
-            files=tuple(FileSpec(n, sha256_file(repo / n), (repo / n).stat().st_size) for n in names),
+            files=tuple(FileSpec(n, **file_pin(repo / n)) for n in names),
         ))
         weights = str(repo / "model.safetensors")
         zoo.load("bench-100m")  # first load hashes the files; later loads are warm

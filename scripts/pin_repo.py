@@ -12,15 +12,8 @@ import argparse
 import json
 from pathlib import Path
 
-from zoo.io import sha256_file, write_json_atomic
-
-
-def pins_of(folder: Path) -> dict:
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith("."))
-    if not files:
-        raise SystemExit(f"{folder} holds no files")
-    return {"files": [{"path": p.relative_to(folder).as_posix(), "sha256": sha256_file(p), "size": p.stat().st_size}
-                      for p in files], "revision": None}
+from zoo.io import write_json_atomic
+from zoo.release import pins_entry
 
 
 def main() -> None:
@@ -28,7 +21,10 @@ def main() -> None:
     parser.add_argument("folder", type=Path, help="a repo folder, e.g. hub/<name>")
     parser.add_argument("--into", type=Path, help="a method's pins.json to add the entry to (replacing one of that name)")
     args = parser.parse_args()
-    entry = {args.folder.resolve().name: pins_of(args.folder)}
+    pinned = pins_entry(args.folder, revision=None)
+    if not pinned["files"]:
+        raise SystemExit(f"{args.folder} holds no files")
+    entry = {args.folder.resolve().name: pinned}
     if args.into is None:
         print(json.dumps(entry, indent=2, sort_keys=True))
         return

@@ -1,4 +1,4 @@
-"""A loopback HTTP file server for the zoo's upstream downloads (``zoo.hub._download_url``), with scripted
+"""A loopback HTTP file server for the zoo's upstream downloads (``zoo._download._download_url``), with scripted
 misbehaviour. Tests get one from the ``file_server`` fixture of tests/conftest.py."""
 
 import http.server

@@ -212,12 +212,8 @@ class LazyTensor:
     load: Callable[[], Any]
 
     @property
-    def nbytes(self) -> int:
+    def nbytes(self) -> int:  # as torch.Tensor.nbytes: save_state_dict sizes both alike
         return math.prod(int(d) for d in self.shape) * self.dtype.itemsize
-
-
-def _nbytes(t) -> int:
-    return t.nbytes if isinstance(t, LazyTensor) else t.numel() * t.element_size()
 
 
 def _dtype_shape(t) -> tuple[Any, tuple[int, ...]]:
@@ -280,7 +276,7 @@ def write_safetensors(tensors: dict, path: str | os.PathLike, metadata: dict[str
         dtype, shape = _dtype_shape(tensors[key])
         if dtype_name(dtype) not in DTYPES:
             raise TypeError(f"{key}: dtype {dtype} cannot be stored in safetensors")
-        nbytes = _nbytes(tensors[key])
+        nbytes = tensors[key].nbytes
         header[key] = {"dtype": DTYPES[dtype_name(dtype)], "shape": list(shape), "data_offsets": [offset, offset + nbytes]}
         offset += nbytes
     blob = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
@@ -319,7 +315,7 @@ def save_state_dict(
     write be interrupted) all the same, a ``directory`` this call created is removed again.
     """
     directory = Path(directory)
-    check_space(directory, sum(map(_nbytes, state_dict.values())) + SMALL_FILES_ROOM, "the model")
+    check_space(directory, sum(t.nbytes for t in state_dict.values()) + SMALL_FILES_ROOM, "the model")
     with folder_undone_on_failure(directory):
         return _save_state_dict(state_dict, directory, max_shard_bytes, metadata)
 
@@ -340,7 +336,7 @@ def _save_state_dict(state_dict: dict, directory: Path, max_shard_bytes: int, me
     shards: list[dict] = [{}]
     size = 0
     for key, t in tensors.items():
-        nbytes = _nbytes(t)
+        nbytes = t.nbytes
         if shards[-1] and size + nbytes > max_shard_bytes:
             shards.append({})
             size = 0
@@ -359,7 +355,7 @@ def _save_state_dict(state_dict: dict, directory: Path, max_shard_bytes: int, me
         names.append(name)
         for key, t in shard.items():
             weight_map[key] = name
-            total += _nbytes(t)
+            total += t.nbytes
     write_json_atomic(directory / WEIGHTS_INDEX_NAME, {"metadata": {"total_size": total}, "weight_map": weight_map})
     return [*names, WEIGHTS_INDEX_NAME]
 

@@ -19,15 +19,16 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch.overrides import TorchFunctionMode
 
-from zoo.io import CONFIG_NAME, DEFAULT_SHARD_BYTES, atomic_path, load_state_dict, save_state_dict, sha256_file
+from zoo.io import CONFIG_NAME, DEFAULT_SHARD_BYTES, atomic_path, load_state_dict, save_state_dict
 from zoo.io import DTYPES, dtype_name, folder_undone_on_failure, write_json_atomic
 from zoo._lightning import L, PossibleUserWarning
 from zoo.card import check_card, load_card, render_card
 from zoo.convert import preview, safe_torch_load
 from zoo.errors import ConfigError, InputError
 from zoo.hparams import check_arguments, closest, reading_saved_config
-from zoo.hub import resolve_repo
+from zoo.hub import resolve_repo, upload_folder
 from zoo.registry import methods, resolve_module_class
+from zoo._verify import file_pins
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self needs Python 3.11; type checkers know typing_extensions
@@ -395,34 +396,22 @@ class ZooModule(L.LightningModule):
             files = self._write_repo(folder, card, max_shard_bytes)
             return {"repo": str(folder), "commit": None, "files": files}
 
-        from huggingface_hub import HfApi
-
-        from zoo.hub import hf_endpoint, hub_errors
-
         repo_id = target[len("hf://"):]
-        api = HfApi(endpoint=endpoint or hf_endpoint(), token=token)
         with tempfile.TemporaryDirectory(prefix="zoo-publish-") as tmp:
             files = self._write_repo(Path(tmp), card, max_shard_bytes)
-            with hub_errors(repo_id, upload=True):
-                api.create_repo(repo_id, exist_ok=True, private=private)
-                info = api.upload_folder(
-                    repo_id=repo_id,
-                    folder_path=tmp,
-                    commit_message=commit_message or f"Upload {self.model_type} with zoo",
-                )
-        return {"repo": repo_id, "commit": info.oid, "files": files}
+            commit = upload_folder(Path(tmp), repo_id, message=commit_message or f"Upload {self.model_type} with zoo",
+                                   endpoint=endpoint, token=token, private=private)
+        return {"repo": repo_id, "commit": commit, "files": files}
 
     def _write_repo(self, folder: Path, card: dict | None, max_shard_bytes: int) -> dict[str, dict]:
         with folder_undone_on_failure(folder):  # a new repo folder is whole, card included, or gone
             names = self.save_pretrained(folder, max_shard_bytes=max_shard_bytes)
-            files = {n: {"sha256": sha256_file(folder / n), "size": (folder / n).stat().st_size} for n in names}
+            files = file_pins(folder, names)
             # the card shows what was written, not the in-memory module (a delta loads merged, stores bf16 tensors)
             written = json.loads((folder / CONFIG_NAME).read_text(encoding="utf-8"))["hparams"]
             with atomic_path(folder / "README.md") as tmp:
                 tmp.write_text(render_card(self, files, card, config=written), encoding="utf-8")
-        readme = folder / "README.md"
-        files["README.md"] = {"sha256": sha256_file(readme), "size": readme.stat().st_size}
-        return files
+        return {**files, **file_pins(folder, ["README.md"])}
 
     def model_card_fields(self) -> dict[str, Any]:
         """Defaults for the model card; methods add tags, datasets, metrics."""

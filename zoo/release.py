@@ -17,40 +17,27 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from zoo.io import sha256_file, write_json_atomic
+from zoo._download import downloads_dir, fetch_upstream, upstream_on_disk
+from zoo._verify import file_pins
+from zoo.io import write_json_atomic
 from zoo.errors import OfflineError, ZooError
-from zoo.hub import _fetch_upstream, _parse_hf_url, fetch, hf_cache_dir, hf_endpoint, hub_errors, where, zoo_home
+from zoo.hub import fetch, upload_folder, where
 from zoo.registry import ModelEntry, get_entry, get_method, list_models, pins_path
 
-__all__ = ["plan", "release", "write_pins"]
-
-
-def _upstream_on_disk(entry: ModelEntry) -> bool:
-    """Whether every official file is already here (release never starts multi-GB downloads by itself)."""
-    from huggingface_hub import try_to_load_from_cache
-
-    for spec in entry.upstream:
-        if spec.url.startswith("hf://"):
-            repo_id, revision, path = _parse_hf_url(spec.url)
-            cached = try_to_load_from_cache(repo_id, path, cache_dir=hf_cache_dir(), revision=revision or "main")
-            if not isinstance(cached, str):
-                return False
-        elif not (zoo_home() / "downloads" / entry.name / spec.path).exists():
-            return False
-    return True
+__all__ = ["plan", "release", "pins_entry", "write_pins"]
 
 
 def _action(entry: ModelEntry) -> str:
     if where(entry) == "embedded":
         return "upload the embedded mirror"
-    if not entry.released and _upstream_on_disk(entry):
-        return "convert the official files, then upload"
     if entry.released:
         return "download from its Hub home, then upload"
+    if upstream_on_disk(entry):  # release never starts multi-GB downloads by itself
+        return "convert the official files, then upload"
     if all(f.url.startswith("hf://") for f in entry.upstream):
         return f"skip: official files not on this machine (`zoo download {entry.name}` puts them in the HF cache)"
-    downloads = zoo_home() / "downloads" / entry.name
-    return f"skip: official files not on this machine (`zoo download {entry.name}`, or place them in {downloads})"
+    return (f"skip: official files not on this machine (`zoo download {entry.name}`, or place them in "
+            f"{downloads_dir(entry)})")
 
 
 def plan(names: list[str] | None = None) -> list[dict[str, Any]]:
@@ -86,17 +73,16 @@ def _converted_folder(entry: ModelEntry, staging: Path) -> Path:
     from zoo import load
     from zoo.card import render_card
 
-    converted = _fetch_upstream(entry)
     folder = staging / entry.name
-    shutil.copytree(converted, folder)
-    files = {p.name: {"sha256": sha256_file(p), "size": p.stat().st_size} for p in sorted(folder.iterdir())}
-    (folder / "README.md").write_text(render_card(load(folder), files, _card_fields(entry)), encoding="utf-8")
+    shutil.copytree(fetch_upstream(entry), folder)
+    card = render_card(load(folder), file_pins(folder), _card_fields(entry))
+    (folder / "README.md").write_text(card, encoding="utf-8")
     return folder
 
 
-def _pins_of(folder: Path) -> list[dict[str, Any]]:
-    return [{"path": str(p.relative_to(folder)), "sha256": sha256_file(p), "size": p.stat().st_size}
-            for p in sorted(folder.rglob("*")) if p.is_file() and not p.name.startswith(".")]
+def pins_entry(folder: Path, revision: str | None) -> dict[str, Any]:
+    """A ``pins.json`` entry for the repo ``folder`` at the Hub commit ``revision``: every file's sha256 and size."""
+    return {"revision": revision, "files": [{"path": path, **pin} for path, pin in file_pins(folder).items()]}
 
 
 def write_pins(pins: dict[str, dict[str, Any]], out: Path | None = None) -> list[Path]:
@@ -122,9 +108,6 @@ def release(names: list[str] | None = None, *, endpoint: str | None = None, toke
             pins_out: Path | None = None, message: str | None = None, progress=print) -> dict[str, Any]:
     """Publish each entry to ``hf://<hub_repo>``; returns ``{"released": {name: pin}, "skipped": {name: why}}``
     and writes the pins (see :func:`write_pins`)."""
-    from huggingface_hub import HfApi
-
-    api = HfApi(endpoint=endpoint or hf_endpoint(), token=token)
     released: dict[str, dict[str, Any]] = {}
     skipped: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="zoo-release-") as tmp:
@@ -141,11 +124,9 @@ def release(names: list[str] | None = None, *, endpoint: str | None = None, toke
                 skipped[name] = f"skip: {err}"
                 progress(f"{name}: skip: {err}")
                 continue
-            with hub_errors(entry.hub_repo, "main", upload=True):
-                api.create_repo(entry.hub_repo, exist_ok=True)
-                info = api.upload_folder(repo_id=entry.hub_repo, folder_path=str(folder),
-                                         commit_message=message or f"zoo release of {name}")
-            released[name] = {"revision": info.oid, "files": _pins_of(folder)}
-            progress(f"{name}: hf://{entry.hub_repo}@{info.oid} ({len(released[name]['files'])} files)")
+            commit = upload_folder(folder, entry.hub_repo, message=message or f"zoo release of {name}",
+                                   endpoint=endpoint, token=token)
+            released[name] = pins_entry(folder, commit)
+            progress(f"{name}: hf://{entry.hub_repo}@{commit} ({len(released[name]['files'])} files)")
     written = write_pins(released, pins_out) if released else []
     return {"released": released, "skipped": skipped, "pins_files": [str(p) for p in written]}

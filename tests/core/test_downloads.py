@@ -6,7 +6,7 @@ import hashlib
 import pytest
 
 from zoo.errors import DownloadError
-from zoo.hub import _download_url
+from zoo._download import _download_url
 from zoo.registry import FileSpec
 
 DATA = bytes(range(256)) * 4096  # 1 MiB

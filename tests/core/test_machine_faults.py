@@ -23,7 +23,7 @@ from core_testdata import TESTS, official_toy, publish_pinned, same_weights
 from toy import ToyRegressor
 
 import zoo
-import zoo.hub
+import zoo._verify
 from zoo.cli import main
 from zoo.errors import DiskFullError, ReadOnlyError, StorageError
 from zoo.io import LazyTensor, save_state_dict, write_text_atomic
@@ -78,7 +78,7 @@ def mounts():
 @pytest.fixture
 def say_again(monkeypatch):
     """The 'loads are slower' notice is said once per process: let this test hear it."""
-    monkeypatch.setattr(zoo.hub, "_home_unwritable_said", False)
+    monkeypatch.setattr(zoo._verify, "_home_unwritable_said", False)
 
 
 def _one_error_line(capsys) -> str:
@@ -94,7 +94,7 @@ def _files(folder: Path) -> list[str]:
 
 
 def _slower_notices(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "zoo.hub" and "slower" in r.getMessage()]
+    return [r.getMessage() for r in caplog.records if r.name == "zoo._verify" and "slower" in r.getMessage()]
 
 
 # ----------------------------------------------------------------------------- a full disk
@@ -238,7 +238,7 @@ def test_upstream_download_and_conversion_that_cannot_fit(file_server, mounts, t
 # ----------------------------------------------------------------------------- read-only caches
 def test_embedded_model_loads_with_a_read_only_zoo_home(mounts, tmp_path, monkeypatch, caplog, say_again):
     monkeypatch.setenv("ZOO_HOME", str(mounts.read_only(tmp_path) / "zoo"))
-    with caplog.at_level(logging.WARNING, logger="zoo.hub"):
+    with caplog.at_level(logging.WARNING, logger="zoo._verify"):
         for _ in range(2):
             assert zoo.load("escaip-tiny-emt").model_type == "escaip"
     assert len(_slower_notices(caplog)) == 1  # said once, not on every load or file
@@ -258,7 +258,7 @@ def test_read_only_filled_caches_load_offline(hub, mounts, isolated_caches, monk
     mounts.read_only(isolated_caches)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     hub.reset_requests()
-    with caplog.at_level(logging.WARNING, logger="zoo.hub"):
+    with caplog.at_level(logging.WARNING, logger="zoo._verify"):
         assert same_weights(model, zoo.load(name))
     assert hub.count() == 0 and len(_slower_notices(caplog)) == 1
 

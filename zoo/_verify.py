@@ -1,0 +1,117 @@
+"""Pins and their checks: a file's sha256 and size, measured for a folder (what a catalog entry pins) and checked
+before any file reaches a model.
+
+Hashing a multi-GB file on every load would dominate load time, so a successful check is remembered (keyed by path,
+size, mtime and inode) under ``$ZOO_HOME/verified``; with a read-only ``ZOO_HOME`` every load hashes again. A file
+of the HF cache is also checked against what the server announced for it (its ETag: an LFS sha256 or a git blob id).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from zoo.errors import IntegrityError
+from zoo.io import atomic_path, sha256_file, storage_error
+from zoo.registry import FileSpec
+from zoo.settings import zoo_home
+
+_home_unwritable_said = False
+
+
+def home_unwritable(err: OSError) -> None:
+    """For a lock or a verified-file mark ZOO_HOME cannot take (read-only, or full): go on without it, and say once per
+    process that loads are slower for it. Any other fault is raised."""
+    global _home_unwritable_said
+    if storage_error(err) is None:
+        raise err
+    if not _home_unwritable_said:
+        _home_unwritable_said = True
+        logging.getLogger(__name__).warning(
+            "zoo: cannot write to ZOO_HOME %s (%s): loading without its download locks and verified-file marks, so "
+            "every load hashes its files again and is slower; set ZOO_HOME to a writable folder to keep them",
+            zoo_home(), os.strerror(err.errno))
+
+
+def file_pin(path: Path) -> dict[str, Any]:
+    """What a catalog entry pins of a file: ``{"sha256", "size"}``."""
+    return {"sha256": sha256_file(path), "size": path.stat().st_size}
+
+
+def file_pins(folder: Path, paths: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
+    """``{path: file_pin}`` for ``paths`` inside ``folder``, by default every file in it but dot files."""
+    if paths is None:
+        paths = [p.relative_to(folder).as_posix() for p in sorted(folder.rglob("*"))
+                 if p.is_file() and not p.name.startswith(".")]
+    return {path: file_pin(folder / path) for path in paths}
+
+
+def matches(path: Path, spec: FileSpec) -> bool:
+    """Whether ``path`` holds exactly the pinned bytes (remembered per path/size/mtime/inode once checked)."""
+    st = path.stat()
+    marker = zoo_home() / "verified" / hashlib.sha256(str(path.resolve()).encode()).hexdigest()
+    checked = f"{spec.sha256} {st.st_size} {st.st_mtime_ns} {st.st_ino}"
+    if marker.exists() and marker.read_text() == checked:
+        return True
+    if (spec.size is not None and st.st_size != spec.size) or sha256_file(path) != spec.sha256:
+        return False
+    try:
+        with atomic_path(marker) as tmp:
+            tmp.write_text(checked)
+    except OSError as err:  # only a shortcut for the next load: a load goes on without it
+        home_unwritable(err)
+    return True
+
+
+def mismatch(spec: FileSpec, path: Path) -> str:
+    size = path.stat().st_size
+    got = f"size {size} bytes (expected {spec.size})" if spec.size is not None and size != spec.size else \
+        f"sha256 {sha256_file(path)}"
+    return f"{spec.path}: content does not match its pin (expected sha256 {spec.sha256}, got {got})"
+
+
+def verify_file(path: Path, spec: FileSpec, *, delete_bad: bool) -> None:
+    """Check ``path`` against ``spec``; on mismatch delete it (if ``delete_bad``) and raise IntegrityError."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{spec.path}: expected at {path}, but it is missing")
+    if matches(path, spec):
+        return
+    message = mismatch(spec, path)
+    if delete_bad:
+        delete_copy(path)
+        raise IntegrityError(f"{message}. The bad copy was deleted; loading again downloads it afresh.")
+    raise IntegrityError(f"{message}. The file {path} is part of a folder the zoo does not own: restore it "
+                         "(e.g. `git checkout`) or remove the folder to load the model from the Hub.")
+
+
+def delete_copy(path: Path) -> None:
+    """Remove a cached file; for an HF snapshot symlink, remove the blob it points to as well."""
+    real = Path(os.path.realpath(path))
+    for p in {Path(path), real}:
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+
+
+def git_blob_id(path: Path) -> str:
+    h = hashlib.sha1(b"blob %d\0" % path.stat().st_size)
+    with open(path, "rb") as f:
+        while block := f.read(1 << 22):
+            h.update(block)
+    return h.hexdigest()
+
+
+def matches_server_claim(path: Path) -> bool:
+    """Whether an HF cache file holds what the server announced: its blob is named by the ETag, which is the
+    sha256 of an LFS file or the git blob id of a regular one."""
+    claim = Path(os.path.realpath(path)).name
+    if len(claim) == 64:
+        return sha256_file(path) == claim
+    if len(claim) == 40:
+        return git_blob_id(path) == claim
+    return False
+
