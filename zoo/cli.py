@@ -10,7 +10,8 @@ import sys
 from typing import Sequence
 
 from zoo import registry
-from zoo._cli import ArgumentParser, add_model_argument, load_model, print_json
+from zoo._cli import ArgumentParser, ModelOptions, arg, command, commands, load_model, option, options, print_json, rest
+from zoo.card import CARD_SUMMARY
 from zoo.errors import ZooError
 from zoo.io import human_bytes, storage_error
 
@@ -52,21 +53,31 @@ def model_table(pattern: str | None = None, method: str | None = None, markdown:
 
 
 # ----------------------------------------------------------------------------- commands
-def cmd_list(args) -> None:
-    if args.json:
-        print(json.dumps(registry.list_models(args.pattern, args.method)))
-    else:
-        print(model_table(args.pattern, args.method))
+@options
+class ListOptions:
+    pattern: str | None = arg("shell-style name pattern, e.g. 'chess-*'", None)
+    method: str | None = option(None, "only this method's models")
+    json: bool = option(False, "print names as JSON")
 
 
-def cmd_info(args) -> None:
-    info = registry.info(args.name)
-    if args.json:
+def cmd_list(o: ListOptions) -> None:
+    print(json.dumps(registry.list_models(o.pattern, o.method)) if o.json else model_table(o.pattern, o.method))
+
+
+@options
+class InfoOptions:
+    name: str = arg("catalog name")
+    json: bool = option(False, "print the entry as JSON")
+
+
+def cmd_info(o: InfoOptions) -> None:
+    info = registry.info(o.name)
+    if o.json:
         print_json(info)
         return
     from zoo.hub import where
 
-    info["source"] = where(registry.get_entry(args.name))
+    info["source"] = where(registry.get_entry(o.name))
     for key in ("name", "method", "source", "hub_repo", "revision", "license", "paper", "recipe", "base_model"):
         if info.get(key):
             print(f"{key:11s} {info[key]}")
@@ -89,165 +100,167 @@ def cmd_info(args) -> None:
                      ["path", "size", "sha256", "url"]))
 
 
-def cmd_download(args) -> None:
+_REVISION = "Hub branch, tag or commit (default: the catalog's pinned commit, or main)"
+
+
+@options
+class DownloadOptions:
+    name: str = arg("catalog name or hf://owner/repo")
+    revision: str | None = option(None, _REVISION)
+
+
+def cmd_download(o: DownloadOptions) -> None:
     from zoo.hub import download
 
-    print(download(args.name, revision=args.revision))
+    print(download(o.name, revision=o.revision))
 
 
-def cmd_load(args) -> None:
-    model = load_model(args)
+@options
+class LoadOptions(ModelOptions):
+    revision: str | None = option(None, _REVISION)
+
+
+def cmd_load(o: LoadOptions) -> None:
+    model = load_model(o)
     n = sum(p.numel() for p in model.parameters())
     print(f"{type(model).__name__} ({model.model_type}), {n:,} parameters, "
           f"dtype {next(model.parameters()).dtype}, device {next(model.parameters()).device}")
 
 
-def cmd_publish(args) -> None:
-    from zoo.loading import load, parse_dtype
-    from zoo.module import ZooModule
-    from zoo.publishing import publish
+@options
+class HubOptions:
+    endpoint: str | None = option(None, "Hub endpoint (default: $ZOO_HF_ENDPOINT or huggingface.co)")
+    token: str | None = option(None, "Hub token (default: huggingface_hub's login)")
+
+
+@options
+class PublishOptions(HubOptions):
+    source: str = arg("catalog name, local repo folder, or a Lightning .ckpt of a zoo module (a BitDelta one "
+                      "publishes as its delta)")
+    repo: str = arg("a folder (e.g. hub/my-model) or hf://owner/name")
+    card: str | None = option(None, f"model card file: {CARD_SUMMARY}")
+    private: bool = option(False, "create the Hub repo private")
+    max_shard_mb: float = option(2048, "shard model.safetensors above this size")
+    dtype: str | None = option(None, "cast floating weights first, e.g. bfloat16 to halve a small model's download "
+                               "(a BitDelta: its carried full-precision tensors; they still run in the base's dtype)")
+
+
+def cmd_publish(o: PublishOptions) -> None:
+    import zoo
+    from zoo.module import ZooModule, parse_dtype
 
     card = None
-    if args.card:
+    if o.card:
         from zoo.card import load_card
 
-        card = load_card(args.card)  # checked before the model loads, so a bad card leaves nothing behind
+        card = load_card(o.card)  # checked before the model loads, so a bad card leaves nothing behind
     try:
-        dtype = parse_dtype(args.dtype)
+        dtype = parse_dtype(o.dtype)
     except ValueError:
-        raise SystemExit(f"--dtype {args.dtype!r} is not a floating torch dtype; use e.g. bfloat16 or float16") from None
-    src = ZooModule.from_checkpoint(args.source) if args.source.endswith(".ckpt") else load(args.source)
+        raise SystemExit(f"--dtype {o.dtype!r} is not a floating torch dtype; use e.g. bfloat16 or float16") from None
+    # TODO(copies): zoo.load reads a .ckpt once the lazy exports fold zoo/loading.py in
+    src = ZooModule.from_checkpoint(o.source) if o.source.endswith(".ckpt") else zoo.load(o.source)
     if dtype is not None:
         src = src.store_as_(dtype)
-    result = publish(src, args.repo, card=card, endpoint=args.endpoint, token=args.token, private=args.private,
-                     max_shard_bytes=int(args.max_shard_mb * 1024**2))
+    result = zoo.publish(src, o.repo, card=card, endpoint=o.endpoint, token=o.token, private=o.private,
+                         max_shard_bytes=int(o.max_shard_mb * 1024**2))
     print(f"repo   {result['repo']}")
     if result["commit"]:
         print(f"commit {result['commit']}  (pin this as the catalog entry's revision)")
     print(_table([[n, f["sha256"], str(f["size"])] for n, f in result["files"].items()], ["file", "sha256", "bytes"]))
 
 
-def cmd_train(args) -> None:
+@options
+class TrainOptions:
+    recipe: str = arg("a recipe file, e.g. the one `zoo recipe escaip/tiny_emt --out tiny_emt.yaml` copies; further "
+                      "--a.b=c arguments override the recipe")
+    ckpt_path: str | None = option(None, "resume from this Lightning checkpoint, or 'last' (the newest last.ckpt of "
+                                   "the recipe's ModelCheckpoint, if any: safe to pass on a first run)")
+    overrides: list[str] = rest()
+
+
+@options
+class FinetuneOptions:
+    name: str = arg("catalog name, hf://owner/repo or a local repo folder")
+    recipe: str = arg("a recipe file for the same module, e.g. for escaip-tiny-emt the one `zoo recipe escaip/tiny_emt "
+                      "--out tiny_emt.yaml` copies; further --a.b=c arguments override it")
+    ckpt_path: str | None = option(None, "resume an interrupted fine-tune from this Lightning checkpoint, or 'last'")
+    overrides: list[str] = rest()
+
+
+def cmd_train(o: TrainOptions | FinetuneOptions) -> None:
     """``zoo train``, and ``zoo finetune`` (which names the model to start from)."""
     from zoo.train import final_checkpoints, run_recipe
 
-    cli = run_recipe(args.recipe, args.overrides, init_from=getattr(args, "name", None), ckpt_path=args.ckpt_path)
+    cli = run_recipe(o.recipe, o.overrides, init_from=getattr(o, "name", None), ckpt_path=o.ckpt_path)
     for path in final_checkpoints(cli.trainer):
         print(f"final state: {path} (`zoo publish {path} FOLDER` makes a repo of it)")
 
 
-def cmd_recipe(args) -> None:
+@options
+class RecipeOptions:
+    name: str | None = arg("e.g. chess/small_cpu (a .yaml is implied) or a folder such as chess", None)
+    out: str | None = option(None, "copy the recipe (or folder) here instead of printing it")
+
+
+def cmd_recipe(o: RecipeOptions) -> None:
     from zoo.recipes import copy_recipe, find_recipe, list_recipes
 
-    if args.name is None:
+    if o.name is None:
         print("\n".join(list_recipes()))
-    elif args.out:
-        print(copy_recipe(args.name, args.out))
+    elif o.out:
+        print(copy_recipe(o.name, o.out))
     else:
-        path = find_recipe(args.name)
+        path = find_recipe(o.name)
         print("\n".join(sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file()))
               if path.is_dir() else path.read_text(encoding="utf-8"), end="" if path.is_file() else "\n")
 
 
-def cmd_release(args) -> None:
+@options
+class ReleaseOptions(HubOptions):
+    names: list[str] | None = arg("catalog names (default: every entry)", None, nargs="*")
+    dry_run: bool = option(False, "list each entry's Hub home, pins and action; change nothing")
+    json: bool = option(False, "with --dry-run: print the plan as JSON")
+    pins_out: str | None = option(None, "write the pins to this JSON file instead of each method's pins.json")
+    message: str | None = option(None, "commit message (default: 'zoo release of NAME')")
+
+
+def cmd_release(o: ReleaseOptions) -> None:
     from zoo.release import plan, release
 
-    if args.dry_run:
-        rows = plan(args.names or None)
-        if args.json:
-            print_json(rows)
-            return
-        for row in rows:
+    if not o.dry_run:
+        result = release(o.names or None, endpoint=o.endpoint, token=o.token, pins_out=o.pins_out, message=o.message)
+        print(f"released {len(result['released'])}, skipped {len(result['skipped'])}; pins written to "
+              f"{', '.join(result['pins_files']) or 'nothing'} (review them with `git diff`)")
+    elif o.json:
+        print_json(plan(o.names or None))
+    else:
+        for row in plan(o.names or None):
             print(f"{row['name']}  ->  hf://{row['hub_repo']}@{row['revision'] or 'main'}")
             print(f"  action: {row['action']}")
             for path, pin in row["files"].items():
                 print(f"  {path:32s} {pin['sha256']}  {pin['size']:>10d} B")
             for url in row["upstream"]:
                 print(f"  upstream {url}")
-        return
-    result = release(args.names or None, endpoint=args.endpoint, token=args.token, pins_out=args.pins_out,
-                     message=args.message)
-    print(f"released {len(result['released'])}, skipped {len(result['skipped'])}; pins written to "
-          f"{', '.join(result['pins_files']) or 'nothing'} (review them with `git diff`)")
 
 
 # ----------------------------------------------------------------------------- parser
-def _add_hub_options(p) -> None:
-    p.add_argument("--endpoint", help="Hub endpoint (default: $ZOO_HF_ENDPOINT or huggingface.co)")
-    p.add_argument("--token", help="Hub token (default: huggingface_hub's login)")
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="zoo", description="A PyTorch Lightning model zoo with pretrained checkpoints.")
     parser.add_argument("--version", action="version", version=f"zoo {__import__('zoo').__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    p = commands.add_parser("list", help="list catalog models")
-    p.add_argument("pattern", nargs="?", help="shell-style name pattern, e.g. 'chess-*'")
-    p.add_argument("--method", help="only this method's models")
-    p.add_argument("--json", action="store_true", help="print names as JSON")
-    p.set_defaults(func=cmd_list)
-
-    p = commands.add_parser("info", help="show a model's catalog entry")
-    p.add_argument("name", help="catalog name")
-    p.add_argument("--json", action="store_true", help="print the entry as JSON")
-    p.set_defaults(func=cmd_info)
-
-    p = commands.add_parser("download", help="fetch and verify a model's files; print their folder")
-    p.add_argument("name", help="catalog name or hf://owner/repo")
-    p.add_argument("--revision", help="Hub branch, tag or commit (default: the catalog's pinned commit, or main)")
-    p.set_defaults(func=cmd_download)
-
-    p = commands.add_parser("load", help="load a model and print a summary")
-    add_model_argument(p, revision=True)
-    p.set_defaults(func=cmd_load)
-
-    p = commands.add_parser("publish", help="write a model as a Hub repo into a folder, or upload it (hf://owner/name)")
-    p.add_argument("source", help="catalog name, local repo folder, or a Lightning .ckpt of a zoo module (a BitDelta "
-                   "one publishes as its delta)")
-    p.add_argument("repo", help="a folder (e.g. hub/my-model) or hf://owner/name")
-    from zoo.card import CARD_SUMMARY
-
-    p.add_argument("--card", help=f"model card file: {CARD_SUMMARY}")
-    _add_hub_options(p)
-    p.add_argument("--private", action="store_true", help="create the Hub repo private")
-    p.add_argument("--max-shard-mb", type=float, default=2048, help="shard model.safetensors above this size")
-    p.add_argument("--dtype", help="cast floating weights first, e.g. bfloat16 to halve a small model's download "
-                   "(a BitDelta: its carried full-precision tensors; they still run in the base's dtype)")
-    p.set_defaults(func=cmd_publish)
-
-    p = commands.add_parser("train", help="run a recipe (LightningCLI YAML) from scratch")
-    p.add_argument("recipe", help="a recipe file, e.g. the one `zoo recipe escaip/tiny_emt --out tiny_emt.yaml` "
-                   "copies; further --a.b=c arguments override the recipe")
-    p.add_argument("--ckpt-path", help="resume from this Lightning checkpoint, or 'last' (the newest last.ckpt of the "
-                   "recipe's ModelCheckpoint, if any: safe to pass on a first run)")
-    p.set_defaults(func=cmd_train)
-
-    p = commands.add_parser("finetune", help="run a recipe starting from a pretrained model's weights")
-    p.add_argument("name", help="catalog name, hf://owner/repo or a local repo folder")
-    p.add_argument("recipe", help="a recipe file for the same module, e.g. for escaip-tiny-emt the one `zoo recipe "
-                   "escaip/tiny_emt --out tiny_emt.yaml` copies; further --a.b=c arguments override it")
-    p.add_argument("--ckpt-path", help="resume an interrupted fine-tune from this Lightning checkpoint, or 'last'")
-    p.set_defaults(func=cmd_train)
-
-    p = commands.add_parser("recipe", help="list the training recipes, print one, or copy one (works from an installed zoo)")
-    p.add_argument("name", nargs="?", help="e.g. chess/small_cpu (a .yaml is implied) or a folder such as chess")
-    p.add_argument("--out", help="copy the recipe (or folder) here instead of printing it")
-    p.set_defaults(func=cmd_recipe)
-
-    p = commands.add_parser("release", help="publish catalog models to their Hub homes and write their pins back")
-    p.add_argument("names", nargs="*", help="catalog names (default: every entry)")
-    p.add_argument("--dry-run", action="store_true", help="list each entry's Hub home, pins and action; change nothing")
-    p.add_argument("--json", action="store_true", help="with --dry-run: print the plan as JSON")
-    _add_hub_options(p)
-    p.add_argument("--pins-out", help="write the pins to this JSON file instead of each method's pins.json")
-    p.add_argument("--message", help="commit message (default: 'zoo release of NAME')")
-    p.set_defaults(func=cmd_release)
-
-    convert = commands.add_parser("convert", help="convert official checkpoints into zoo repos")
-    converters = convert.add_subparsers(dest="method", metavar="METHOD", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    command(sub, "list", cmd_list, "list catalog models")
+    command(sub, "info", cmd_info, "show a model's catalog entry")
+    command(sub, "download", cmd_download, "fetch and verify a model's files; print their folder")
+    command(sub, "load", cmd_load, "load a model and print a summary")
+    command(sub, "publish", cmd_publish, "write a model as a Hub repo into a folder, or upload it (hf://owner/name)")
+    command(sub, "train", cmd_train, "run a recipe (LightningCLI YAML) from scratch", TrainOptions)
+    command(sub, "finetune", cmd_train, "run a recipe starting from a pretrained model's weights", FinetuneOptions)
+    command(sub, "recipe", cmd_recipe, "list the training recipes, print one, or copy one (works from an installed zoo)")
+    command(sub, "release", cmd_release, "publish catalog models to their Hub homes and write their pins back")
+    converters = commands(sub, "convert", "convert official checkpoints into zoo repos", "METHOD")
     for hook in registry.cli_hooks().values():
-        hook(commands, converters)
+        hook(sub, converters)
     return parser
 
 
@@ -263,12 +276,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args, overrides = parser.parse_known_args(argv)
-    if args.command in ("train", "finetune"):
-        args.overrides = overrides
+    if getattr(args, "rest", None):
+        setattr(args, args.rest, overrides)
     elif overrides:
         parser.error(f"unrecognized arguments: {' '.join(overrides)}")
     try:
-        args.func(args)
+        args.run(args)
         sys.stdout.flush()  # here, not at exit, so that a closed pipe (`zoo list | head`) is caught below
     except BrokenPipeError:
         # stdout's reader left (`zoo list | head`): what Python flushes at exit goes to /dev/null, not a traceback

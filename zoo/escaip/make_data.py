@@ -32,9 +32,9 @@ import numpy as np
 from zoo.errors import StorageError
 from zoo.io import atomic_path, write_text_atomic
 
-__all__ = ["Job", "MOLECULES", "SLABS", "METALS", "build_system", "plan_jobs", "plan_qm9_jobs", "select_qm9",
-           "select_smiles", "smiles_lines", "write_selection", "g2_formulas", "g2_test_molecules", "run_job",
-           "make_data"]
+__all__ = ["Job", "MOLECULES", "SLABS", "METALS", "build_system", "plan_data", "plan_jobs", "plan_qm9_jobs",
+           "select_qm9", "select_smiles", "smiles_lines", "write_selection", "g2_formulas", "g2_test_molecules",
+           "run_job", "make_data"]
 
 
 # ============================================================================= systems
@@ -390,6 +390,39 @@ def plan_qm9_jobs(n_molecules: int, per_block: int, temperatures, frames: int, s
             jobs.append(Job("pair", f"m{first:05d}", 0.0, seed, count * len(PAIR_CONTACTS), 0, 0.0, len(PAIR_CONTACTS)))
     jobs += [Job("bulk", metal, 0.0, seed, bulk_frames, 0, 0.0, segment_frames) for metal in metals]
     return jobs
+
+
+def plan_data(out: str | os.PathLike, *, qm9: int | None, smiles: str | None, g2: bool, molecules, slabs, metals,
+              temperatures, seeds: int, frames: int | None, slab_frames: int, stride: int | None, segment_frames: int,
+              qm9_source: str | None, block_molecules: int, pairs: bool, seed: int) -> list[Job]:
+    """The jobs of one ``zoo escaip make-data`` run (its options, by name): ``qm9`` molecules or a ``smiles`` list
+    (the selection written to ``out`` once), the ``g2`` test set, or else the named molecules and slabs (None: all).
+    None for ``temperatures``, ``frames`` or ``stride`` takes the kind's default."""
+    if qm9 is not None or smiles:
+        metals = list(METALS) if metals is None else metals
+        unknown = sorted(set(metals) - set(METALS))
+        if (qm9 is not None and qm9 < 1) or unknown:
+            raise ValueError(f"unknown metals {unknown}; choose from {list(METALS)}" if unknown
+                             else "--qm9 needs a positive number of molecules")
+        # the selection is made once (a resumed run reads it back), so the count comes without building molecules
+        if smiles:
+            n_molecules, select = len(smiles_lines(smiles)), lambda: select_smiles(smiles, seed)
+        else:
+            n_molecules, select = qm9, lambda: select_qm9(qm9, seed, qm9_source)
+        write_selection(out, select, n_molecules)
+        return plan_qm9_jobs(n_molecules, block_molecules, temperatures or [300.0, 600.0, 1000.0], frames or 9,
+                             stride or 8, seed, pairs, metals, slab_frames, segment_frames)
+    if g2:
+        frames = frames or 25
+        return [Job("g2", name, float(t), seed, frames, stride or 40, 0.5, frames)
+                for name in g2_test_molecules() for t in temperatures or [500.0]]
+    molecules = sorted(MOLECULES) if molecules is None else molecules
+    slabs = sorted(SLABS) if slabs is None else slabs
+    unknown = sorted(set(molecules) - set(MOLECULES)) + sorted(set(slabs) - set(SLABS))
+    if unknown:
+        raise ValueError(f"unknown systems {unknown}; see `zoo escaip make-data OUT --list`")
+    return plan_jobs(molecules, slabs, temperatures or [300.0, 500.0, 800.0], seeds, frames or 300, slab_frames,
+                     stride or 10, segment_frames)
 
 
 def _segments_done(out: Path, job: Job) -> list[Path]:
