@@ -1,12 +1,14 @@
-"""What the ``zoo`` command lines share: commands as data and JSON output. A command is an options dataclass
-(:func:`options`, fields made with :func:`arg` and :func:`option`) plus the function that takes it, added by
-:func:`command`, which generates its parser. Every ``zoo`` call imports this, so it imports no torch (``zoo --help``
-must stay fast); for that reason too the parsers are plain argparse: importing jsonargparse costs ~75 ms."""
+"""What the ``zoo`` command lines share: commands as data, models to load, JSON output. A command is an options
+dataclass (fields made with :func:`arg` and :func:`option`) whose ``run()`` does the work, added to its group with
+:meth:`Commands.command`; its parser is generated from the fields. Every ``zoo`` call imports this, so it imports no
+torch (``zoo --help`` must stay fast); for that reason too the parsers are plain argparse, as importing jsonargparse
+alone costs ~75 ms."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import typing
 from typing import Any, Callable, Literal
@@ -110,24 +112,50 @@ def from_args(cls: type, args: Any, **values: Any) -> Any:
     return cls(**{**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)}, **values})
 
 
-def command(sub, name: str, run: Callable[[Any], None], help: str, cls: type | Callable[[], type] | None = None,
-            flags: dict[str, str] | None = None) -> None:
-    """Add the command ``name`` to the subparsers ``sub``: ``run`` takes its options, the dataclass its first
-    parameter is annotated with, or ``cls`` (a function returning the class: one from a module too heavy to import
-    on every ``zoo`` call). The options are added when the parser is first used."""
+def _add_command(p, cls: type, fields_of: str | None = None, flags: dict[str, str] | None = None) -> None:
+    if fields_of:  # the command's class, extended by the fields of a dataclass from a heavy module
+        from zoo.registry import import_object
 
-    def add(p) -> None:
-        kind = next(iter(typing.get_type_hints(run).values())) if cls is None else cls
-        kind = kind if isinstance(kind, type) else kind()
-        add_dataclass_arguments(p, kind, flags)
-        p.set_defaults(run=lambda args: run(from_args(kind, args)))
-
-    sub.add_parser(name, help=help, arguments=add)
+        config = import_object(fields_of)
+        hints = typing.get_type_hints(config)
+        cls = dataclasses.make_dataclass(cls.__name__, [
+            (f.name, hints[f.name], dataclasses.field(default=f.default, metadata=f.metadata))
+            for f in dataclasses.fields(config)], bases=(cls,), kw_only=True)
+    add_dataclass_arguments(p, cls, flags)
+    p.set_defaults(run=lambda args: from_args(cls, args).run())
 
 
-def commands(parent, name: str, help: str, metavar: str = "COMMAND"):
-    """The subparsers of the command group ``name`` (``zoo chess ...``), to :func:`command` into."""
-    return parent.add_parser(name, help=help).add_subparsers(dest=f"{name}_command", metavar=metavar, required=True)
+class Commands:
+    """The commands of ``zoo``, or of a method's ``zoo NAME ...`` (and its ``zoo convert NAME``)."""
+
+    def __init__(self, name: str | None = None, help: str | None = None, metavar: str = "COMMAND"):
+        self.name, self.help, self.metavar = name, help, metavar
+        self.commands: list[tuple[str | None, str, type, dict]] = []
+
+    def command(self, name: str | None, help: str, **extra) -> Callable[[type], type]:
+        """A decorator: the class, made an options dataclass, is the command ``name`` (None: ``zoo convert NAME``).
+        ``fields_of="module:Config"`` adds a dataclass's fields (its module is imported only when the command is
+        used), ``flags={field: "--flag"}`` renames options."""
+
+        def add(cls: type) -> type:
+            cls = options(cls)
+            self.commands.append((name, help, cls, extra))
+            return cls
+
+        return add
+
+    def add_to(self, sub, convert=None) -> None:
+        """Add the commands to the subparsers ``sub``, the converter to ``convert``; each parser gets its options
+        when first used."""
+        for name, help, cls, extra in self.commands:
+            (sub if name else convert).add_parser(name or self.name, help=help,
+                                                  arguments=functools.partial(_add_command, cls=cls, **extra))
+
+    def register_cli(self, parent, convert) -> None:
+        """A method's ``register_cli`` hook: ``zoo NAME ...`` into the subparsers ``parent``."""
+        sub = parent.add_parser(self.name, help=self.help).add_subparsers(dest=f"{self.name}_command",
+                                                                           metavar=self.metavar, required=True)
+        self.add_to(sub, convert)
 
 
 # ----------------------------------------------------------------------------- models and output

@@ -10,8 +10,8 @@ import sys
 from typing import Sequence
 
 from zoo import registry
-from zoo._cli import ArgumentParser, ModelOptions, arg, command, commands, load_model, option, options, print_json, rest
-from zoo.card import CARD_SUMMARY
+from zoo._cli import ArgumentParser, Commands, ModelOptions, arg, load_model, option, options, print_json, rest
+from zoo.card import CARD_SUMMARY, load_card
 from zoo.errors import ZooError
 from zoo.io import human_bytes, storage_error
 
@@ -53,78 +53,74 @@ def model_table(pattern: str | None = None, method: str | None = None, markdown:
 
 
 # ----------------------------------------------------------------------------- commands
-@options
-class ListOptions:
+core = Commands()
+_REVISION = "Hub branch, tag or commit (default: the catalog's pinned commit, or main)"
+
+
+@core.command("list", "list catalog models")
+class List:
     pattern: str | None = arg("shell-style name pattern, e.g. 'chess-*'", None)
     method: str | None = option(None, "only this method's models")
     json: bool = option(False, "print names as JSON")
 
+    def run(self) -> None:
+        names = registry.list_models(self.pattern, self.method)
+        print(json.dumps(names) if self.json else model_table(self.pattern, self.method))
 
-def cmd_list(o: ListOptions) -> None:
-    print(json.dumps(registry.list_models(o.pattern, o.method)) if o.json else model_table(o.pattern, o.method))
 
-
-@options
-class InfoOptions:
+@core.command("info", "show a model's catalog entry")
+class Info:
     name: str = arg("catalog name")
     json: bool = option(False, "print the entry as JSON")
 
+    def run(self) -> None:
+        info = registry.info(self.name)
+        if self.json:
+            print_json(info)
+            return
+        from zoo.hub import where
 
-def cmd_info(o: InfoOptions) -> None:
-    info = registry.info(o.name)
-    if o.json:
-        print_json(info)
-        return
-    from zoo.hub import where
-
-    info["source"] = where(registry.get_entry(o.name))
-    for key in ("name", "method", "source", "hub_repo", "revision", "license", "paper", "recipe", "base_model"):
-        if info.get(key):
-            print(f"{key:11s} {info[key]}")
-    if info["description"]:
-        print(f"{'description':11s} {info['description']}")
-    for key in ("metrics", "defaults", "architecture", "convert_args"):
-        if info[key]:
-            print(f"{key}:")
-            for k, v in info[key].items():
-                print(f"  {k}: {v}")
-    if info["files"]:
-        print(f"files (the zoo repo, {'at commit ' + info['revision'] if info['revision'] else 'on main'}):")
-        print(_table([[f["path"], human_bytes(f["size"]), f["sha256"]] for f in info["files"]],
-                     ["path", "size", "sha256"]))
-    if info["upstream"]:
-        print("upstream files (converted by " + info["converter"] + ("" if info["files"] else " on first load") + "):")
-        approx = f"~{human_bytes(info['download_size'])}" if info["download_size"] else "?"
-        print(_table([[f["path"], human_bytes(f["size"]) if f["size"] else approx,
-                       f["sha256"] or "(pinned on first download)", f["url"]] for f in info["upstream"]],
-                     ["path", "size", "sha256", "url"]))
+        info["source"] = where(registry.get_entry(self.name))
+        for key in ("name", "method", "source", "hub_repo", "revision", "license", "paper", "recipe", "base_model"):
+            if info.get(key):
+                print(f"{key:11s} {info[key]}")
+        if info["description"]:
+            print(f"{'description':11s} {info['description']}")
+        for key in ("metrics", "defaults", "architecture", "convert_args"):
+            if info[key]:
+                print(f"{key}:\n" + "\n".join(f"  {k}: {v}" for k, v in info[key].items()))
+        if info["files"]:
+            print(f"files (the zoo repo, {'at commit ' + info['revision'] if info['revision'] else 'on main'}):")
+            print(_table([[f["path"], human_bytes(f["size"]), f["sha256"]] for f in info["files"]],
+                         ["path", "size", "sha256"]))
+        if info["upstream"]:
+            print(f"upstream files (converted by {info['converter']}{'' if info['files'] else ' on first load'}):")
+            approx = f"~{human_bytes(info['download_size'])}" if info["download_size"] else "?"
+            print(_table([[f["path"], human_bytes(f["size"]) if f["size"] else approx,
+                           f["sha256"] or "(pinned on first download)", f["url"]] for f in info["upstream"]],
+                         ["path", "size", "sha256", "url"]))
 
 
-_REVISION = "Hub branch, tag or commit (default: the catalog's pinned commit, or main)"
-
-
-@options
-class DownloadOptions:
+@core.command("download", "fetch and verify a model's files; print their folder")
+class Download:
     name: str = arg("catalog name or hf://owner/repo")
     revision: str | None = option(None, _REVISION)
 
+    def run(self) -> None:
+        from zoo.hub import download
 
-def cmd_download(o: DownloadOptions) -> None:
-    from zoo.hub import download
-
-    print(download(o.name, revision=o.revision))
+        print(download(self.name, revision=self.revision))
 
 
-@options
-class LoadOptions(ModelOptions):
+@core.command("load", "load a model and print a summary")
+class Load(ModelOptions):
     revision: str | None = option(None, _REVISION)
 
-
-def cmd_load(o: LoadOptions) -> None:
-    model = load_model(o)
-    n = sum(p.numel() for p in model.parameters())
-    print(f"{type(model).__name__} ({model.model_type}), {n:,} parameters, "
-          f"dtype {next(model.parameters()).dtype}, device {next(model.parameters()).device}")
+    def run(self) -> None:
+        model = load_model(self)
+        first = next(model.parameters())
+        print(f"{type(model).__name__} ({model.model_type}), {sum(p.numel() for p in model.parameters()):,} "
+              f"parameters, dtype {first.dtype}, device {first.device}")
 
 
 @options
@@ -133,8 +129,8 @@ class HubOptions:
     token: str | None = option(None, "Hub token (default: huggingface_hub's login)")
 
 
-@options
-class PublishOptions(HubOptions):
+@core.command("publish", "write a model as a Hub repo into a folder, or upload it (hf://owner/name)")
+class Publish(HubOptions):
     source: str = arg("catalog name, local repo folder, or a Lightning .ckpt of a zoo module (a BitDelta one "
                       "publishes as its delta)")
     repo: str = arg("a folder (e.g. hub/my-model) or hf://owner/name")
@@ -144,104 +140,100 @@ class PublishOptions(HubOptions):
     dtype: str | None = option(None, "cast floating weights first, e.g. bfloat16 to halve a small model's download "
                                "(a BitDelta: its carried full-precision tensors; they still run in the base's dtype)")
 
+    def run(self) -> None:
+        import zoo
+        from zoo.module import ZooModule, parse_dtype
 
-def cmd_publish(o: PublishOptions) -> None:
-    import zoo
-    from zoo.module import ZooModule, parse_dtype
-
-    card = None
-    if o.card:
-        from zoo.card import load_card
-
-        card = load_card(o.card)  # checked before the model loads, so a bad card leaves nothing behind
-    try:
-        dtype = parse_dtype(o.dtype)
-    except ValueError:
-        raise SystemExit(f"--dtype {o.dtype!r} is not a floating torch dtype; use e.g. bfloat16 or float16") from None
-    # TODO(copies): zoo.load reads a .ckpt once the lazy exports fold zoo/loading.py in
-    src = ZooModule.from_checkpoint(o.source) if o.source.endswith(".ckpt") else zoo.load(o.source)
-    if dtype is not None:
-        src = src.store_as_(dtype)
-    result = zoo.publish(src, o.repo, card=card, endpoint=o.endpoint, token=o.token, private=o.private,
-                         max_shard_bytes=int(o.max_shard_mb * 1024**2))
-    print(f"repo   {result['repo']}")
-    if result["commit"]:
-        print(f"commit {result['commit']}  (pin this as the catalog entry's revision)")
-    print(_table([[n, f["sha256"], str(f["size"])] for n, f in result["files"].items()], ["file", "sha256", "bytes"]))
+        card = load_card(self.card) if self.card else None  # before the model loads: a bad card leaves nothing
+        try:
+            dtype = parse_dtype(self.dtype)
+        except ValueError:
+            raise SystemExit(f"--dtype {self.dtype!r} is not a floating torch dtype; use e.g. bfloat16 or "
+                             "float16") from None
+        # zoo.load reads no Lightning checkpoint yet: that comes with zoo/loading.py's fold into the lazy exports
+        src = ZooModule.from_checkpoint(self.source) if self.source.endswith(".ckpt") else zoo.load(self.source)
+        if dtype is not None:
+            src = src.store_as_(dtype)
+        result = zoo.publish(src, self.repo, card=card, endpoint=self.endpoint, token=self.token, private=self.private,
+                             max_shard_bytes=int(self.max_shard_mb * 1024**2))
+        print(f"repo   {result['repo']}")
+        if result["commit"]:
+            print(f"commit {result['commit']}  (pin this as the catalog entry's revision)")
+        print(_table([[n, f["sha256"], str(f["size"])] for n, f in result["files"].items()],
+                     ["file", "sha256", "bytes"]))
 
 
-@options
-class TrainOptions:
+@core.command("train", "run a recipe (LightningCLI YAML) from scratch")
+class Train:
     recipe: str = arg("a recipe file, e.g. the one `zoo recipe escaip/tiny_emt --out tiny_emt.yaml` copies; further "
                       "--a.b=c arguments override the recipe")
     ckpt_path: str | None = option(None, "resume from this Lightning checkpoint, or 'last' (the newest last.ckpt of "
                                    "the recipe's ModelCheckpoint, if any: safe to pass on a first run)")
     overrides: list[str] = rest()
 
+    def run(self) -> None:
+        from zoo.train import final_checkpoints, run_recipe
 
-@options
-class FinetuneOptions:
+        cli = run_recipe(self.recipe, self.overrides, init_from=getattr(self, "name", None), ckpt_path=self.ckpt_path)
+        for path in final_checkpoints(cli.trainer):
+            print(f"final state: {path} (`zoo publish {path} FOLDER` makes a repo of it)")
+
+
+@core.command("finetune", "run a recipe starting from a pretrained model's weights")
+class Finetune:
     name: str = arg("catalog name, hf://owner/repo or a local repo folder")
     recipe: str = arg("a recipe file for the same module, e.g. for escaip-tiny-emt the one `zoo recipe escaip/tiny_emt "
                       "--out tiny_emt.yaml` copies; further --a.b=c arguments override it")
     ckpt_path: str | None = option(None, "resume an interrupted fine-tune from this Lightning checkpoint, or 'last'")
     overrides: list[str] = rest()
 
-
-def cmd_train(o: TrainOptions | FinetuneOptions) -> None:
-    """``zoo train``, and ``zoo finetune`` (which names the model to start from)."""
-    from zoo.train import final_checkpoints, run_recipe
-
-    cli = run_recipe(o.recipe, o.overrides, init_from=getattr(o, "name", None), ckpt_path=o.ckpt_path)
-    for path in final_checkpoints(cli.trainer):
-        print(f"final state: {path} (`zoo publish {path} FOLDER` makes a repo of it)")
+    run = Train.run  # from the weights of the model `name`
 
 
-@options
-class RecipeOptions:
+@core.command("recipe", "list the training recipes, print one, or copy one (works from an installed zoo)")
+class Recipe:
     name: str | None = arg("e.g. chess/small_cpu (a .yaml is implied) or a folder such as chess", None)
     out: str | None = option(None, "copy the recipe (or folder) here instead of printing it")
 
+    def run(self) -> None:
+        from zoo.recipes import copy_recipe, find_recipe, list_recipes
 
-def cmd_recipe(o: RecipeOptions) -> None:
-    from zoo.recipes import copy_recipe, find_recipe, list_recipes
-
-    if o.name is None:
-        print("\n".join(list_recipes()))
-    elif o.out:
-        print(copy_recipe(o.name, o.out))
-    else:
-        path = find_recipe(o.name)
-        print("\n".join(sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file()))
-              if path.is_dir() else path.read_text(encoding="utf-8"), end="" if path.is_file() else "\n")
+        if self.name is None:
+            print("\n".join(list_recipes()))
+        elif self.out:
+            print(copy_recipe(self.name, self.out))
+        elif (path := find_recipe(self.name)).is_dir():
+            print("\n".join(sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())))
+        else:
+            print(path.read_text(encoding="utf-8"), end="")
 
 
-@options
-class ReleaseOptions(HubOptions):
+@core.command("release", "publish catalog models to their Hub homes and write their pins back")
+class Release(HubOptions):
     names: list[str] | None = arg("catalog names (default: every entry)", None, nargs="*")
     dry_run: bool = option(False, "list each entry's Hub home, pins and action; change nothing")
     json: bool = option(False, "with --dry-run: print the plan as JSON")
     pins_out: str | None = option(None, "write the pins to this JSON file instead of each method's pins.json")
     message: str | None = option(None, "commit message (default: 'zoo release of NAME')")
 
+    def run(self) -> None:
+        from zoo.release import plan, release
 
-def cmd_release(o: ReleaseOptions) -> None:
-    from zoo.release import plan, release
-
-    if not o.dry_run:
-        result = release(o.names or None, endpoint=o.endpoint, token=o.token, pins_out=o.pins_out, message=o.message)
-        print(f"released {len(result['released'])}, skipped {len(result['skipped'])}; pins written to "
-              f"{', '.join(result['pins_files']) or 'nothing'} (review them with `git diff`)")
-    elif o.json:
-        print_json(plan(o.names or None))
-    else:
-        for row in plan(o.names or None):
-            print(f"{row['name']}  ->  hf://{row['hub_repo']}@{row['revision'] or 'main'}")
-            print(f"  action: {row['action']}")
-            for path, pin in row["files"].items():
-                print(f"  {path:32s} {pin['sha256']}  {pin['size']:>10d} B")
-            for url in row["upstream"]:
-                print(f"  upstream {url}")
+        if not self.dry_run:
+            result = release(self.names or None, endpoint=self.endpoint, token=self.token, pins_out=self.pins_out,
+                             message=self.message)
+            print(f"released {len(result['released'])}, skipped {len(result['skipped'])}; pins written to "
+                  f"{', '.join(result['pins_files']) or 'nothing'} (review them with `git diff`)")
+        elif self.json:
+            print_json(plan(self.names or None))
+        else:
+            for row in plan(self.names or None):
+                print(f"{row['name']}  ->  hf://{row['hub_repo']}@{row['revision'] or 'main'}")
+                print(f"  action: {row['action']}")
+                for path, pin in row["files"].items():
+                    print(f"  {path:32s} {pin['sha256']}  {pin['size']:>10d} B")
+                for url in row["upstream"]:
+                    print(f"  upstream {url}")
 
 
 # ----------------------------------------------------------------------------- parser
@@ -249,16 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="zoo", description="A PyTorch Lightning model zoo with pretrained checkpoints.")
     parser.add_argument("--version", action="version", version=f"zoo {__import__('zoo').__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    command(sub, "list", cmd_list, "list catalog models")
-    command(sub, "info", cmd_info, "show a model's catalog entry")
-    command(sub, "download", cmd_download, "fetch and verify a model's files; print their folder")
-    command(sub, "load", cmd_load, "load a model and print a summary")
-    command(sub, "publish", cmd_publish, "write a model as a Hub repo into a folder, or upload it (hf://owner/name)")
-    command(sub, "train", cmd_train, "run a recipe (LightningCLI YAML) from scratch", TrainOptions)
-    command(sub, "finetune", cmd_train, "run a recipe starting from a pretrained model's weights", FinetuneOptions)
-    command(sub, "recipe", cmd_recipe, "list the training recipes, print one, or copy one (works from an installed zoo)")
-    command(sub, "release", cmd_release, "publish catalog models to their Hub homes and write their pins back")
-    converters = commands(sub, "convert", "convert official checkpoints into zoo repos", "METHOD")
+    core.add_to(sub)
+    convert = sub.add_parser("convert", help="convert official checkpoints into zoo repos")
+    converters = convert.add_subparsers(dest="method", metavar="METHOD", required=True)
     for hook in registry.cli_hooks().values():
         hook(sub, converters)
     return parser

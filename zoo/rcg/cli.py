@@ -6,38 +6,10 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from zoo._cli import ModelOptions, arg, command, commands, load_model, option, options, print_json
+from zoo._cli import Commands, ModelOptions, arg, load_model, option, options, print_json
 
-
-@options
-class TokenizerOptions(ModelOptions):
-    name: str = arg("an RCG VQGAN, MAGE or pipeline repo folder or catalog name")
-    dtype: str | None = option(None, "float32 (default), bfloat16 or float16")
-
-
-@options
-class PipelineOptions(TokenizerOptions):
-    """A pipeline to sample from, and how."""
-
-    name: str = arg("catalog name (e.g. rcg-imagenet256) or a local rcg-pipeline repo folder")
-    cfg: float | None = option(None, "classifier-free guidance scale (linearly ramped); default: the model's")
-    rdm_steps: int | None = option(None, "DDIM steps of the representation diffusion model")
-    eta: float | None = option(None, "DDIM eta (1.0 in the paper)")
-    steps: int | None = option(None, "MAGE decoding iterations")
-    temperature: float | None = option(None, "MAGE choice temperature")
-    seed: int = option(0, "random seed of the sampling")
-
-
-def _load(o: PipelineOptions):
-    model = load_model(o)
-    if not hasattr(model, "sample"):
-        raise ValueError(f"{o.name} is a {type(model).__name__}; `zoo rcg` needs an RCG pipeline (rcg-pipeline)")
-    return model
-
-
-def _sampling_kwargs(o: PipelineOptions) -> dict:
-    keys = ("cfg", "rdm_steps", "steps", "temperature", "eta")
-    return {k: getattr(o, k) for k in keys if getattr(o, k) is not None}
+rcg = Commands("rcg", "RCG: sample, reconstruct, evaluate FID")
+register_cli = rcg.register_cli
 
 
 def save_grid(images, path: str | Path, nrow: int | None = None) -> None:
@@ -66,23 +38,6 @@ def _labels(text: str | None, n: int):
     if len(ids) not in (1, n):
         raise ValueError(f"--labels needs 1 or --n ({n}) class ids, got {len(ids)}")
     return torch.tensor(ids * n if len(ids) == 1 else ids)
-
-
-@options
-class SampleOptions(PipelineOptions):
-    n: int = option(16, "images to sample")
-    out: str = option("grid.png", "PNG grid to write")
-    batch_size: int | None = option(None, "images per forward pass (default: all --n at once)")
-    nrow: int | None = option(None, "images per grid row (default: a square grid)")
-    labels: str | None = option(None, "class-conditional models: one class id, or one per image (comma-separated)")
-
-
-def cmd_sample(o: SampleOptions) -> None:
-    model = _load(o)
-    images = model.sample(o.n, seed=o.seed, batch_size=o.batch_size, progress=True, labels=_labels(o.labels, o.n),
-                          **_sampling_kwargs(o))
-    save_grid(images, o.out, o.nrow)
-    print(f"wrote {o.out}: {o.n} samples of {o.name} ({images.shape[-1]}x{images.shape[-2]})")
 
 
 def read_images(paths) -> list:
@@ -122,30 +77,73 @@ def fit_size(path, img, size: int, center_crop: bool):
 
 
 @options
-class ReconstructOptions(PipelineOptions):
+class Tokenizer(ModelOptions):
+    name: str = arg("an RCG VQGAN, MAGE or pipeline repo folder or catalog name")
+    dtype: str | None = option(None, "float32 (default), bfloat16 or float16")
+
+
+@options
+class Pipeline(Tokenizer):
+    """A pipeline to sample from, and how."""
+
+    name: str = arg("catalog name (e.g. rcg-imagenet256) or a local rcg-pipeline repo folder")
+    cfg: float | None = option(None, "classifier-free guidance scale (linearly ramped); default: the model's")
+    rdm_steps: int | None = option(None, "DDIM steps of the representation diffusion model")
+    eta: float | None = option(None, "DDIM eta (1.0 in the paper)")
+    steps: int | None = option(None, "MAGE decoding iterations")
+    temperature: float | None = option(None, "MAGE choice temperature")
+    seed: int = option(0, "random seed of the sampling")
+
+    def load(self):
+        model = load_model(self)
+        if not hasattr(model, "sample"):
+            raise ValueError(f"{self.name} is a {type(model).__name__}; `zoo rcg` needs an RCG pipeline (rcg-pipeline)")
+        return model
+
+    def sampling(self) -> dict:
+        """The sampling options given (the rest: the model's defaults)."""
+        keys = ("cfg", "rdm_steps", "steps", "temperature", "eta")
+        return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
+
+
+@rcg.command("sample", "sample images into a PNG grid")
+class Sample(Pipeline):
+    n: int = option(16, "images to sample")
+    out: str = option("grid.png", "PNG grid to write")
+    batch_size: int | None = option(None, "images per forward pass (default: all --n at once)")
+    nrow: int | None = option(None, "images per grid row (default: a square grid)")
+    labels: str | None = option(None, "class-conditional models: one class id, or one per image (comma-separated)")
+
+    def run(self) -> None:
+        images = self.load().sample(self.n, seed=self.seed, batch_size=self.batch_size, progress=True,
+                                    labels=_labels(self.labels, self.n), **self.sampling())
+        save_grid(images, self.out, self.nrow)
+        print(f"wrote {self.out}: {self.n} samples of {self.name} ({images.shape[-1]}x{images.shape[-2]})")
+
+
+@rcg.command("reconstruct", "generate from the representations of given images")
+class Reconstruct(Pipeline):
     images: list[str] = arg("image files (the model's resolution)")
     out: str = option("reconstruct.png", "PNG grid to write: the inputs, then their generations")
     center_crop: bool = option(False, "cut out the centre square of an image of another size and resize it to the "
                                "model's size (without it, such an image is an error, as in RCGPipeline.reconstruct)")
 
+    def run(self) -> None:
+        import numpy as np
+        import torch
 
-def cmd_reconstruct(o: ReconstructOptions) -> None:
-    import numpy as np
-    import torch
-
-    pictures = read_images(o.images)  # before the model loads: a wrong file fails at once
-    model = _load(o)
-    size = model.image_size  # a property, so that a BitDelta of the pipeline has it too
-    images = [torch.from_numpy(np.array(fit_size(path, img, size, o.center_crop))).permute(2, 0, 1).float() / 255
-              for path, img in zip(o.images, pictures)]
-    batch = torch.stack(images)
-    out = model.reconstruct(batch, seed=o.seed, **_sampling_kwargs(o))
-    save_grid(torch.cat([batch, out.cpu()]), o.out, nrow=len(images))
-    print(f"wrote {o.out}: inputs (top row) and generations from their representations (bottom row)")
+        pictures = read_images(self.images)  # before the model loads: a wrong file fails at once
+        model = self.load()
+        size = model.image_size  # a property, so that a BitDelta of the pipeline has it too
+        batch = torch.stack([torch.from_numpy(np.array(fit_size(path, img, size, self.center_crop))).permute(2, 0, 1)
+                             for path, img in zip(self.images, pictures)]).float() / 255
+        out = model.reconstruct(batch, seed=self.seed, **self.sampling())
+        save_grid(torch.cat([batch, out.cpu()]), self.out, nrow=len(pictures))
+        print(f"wrote {self.out}: inputs (top row) and generations from their representations (bottom row)")
 
 
-@options
-class EvalOptions(PipelineOptions):
+@rcg.command("eval", "FID of samples against reference statistics or a folder of images")
+class Eval(Pipeline):
     n: int = option(50000, "samples to generate")
     batch_size: int = option(50, "images per forward pass")
     ref_stats: str | None = option(help="mu/sigma .npz (e.g. ADM's ImageNet 256 reference statistics)", one_of="ref")
@@ -155,19 +153,18 @@ class EvalOptions(PipelineOptions):
     out: str | None = option(None, "write the metrics as JSON")
     cache_dir: str | None = option(None, "keep per-batch sample features here; a rerun resumes from them")
 
+    def run(self) -> None:
+        from zoo.rcg.eval import evaluate_fid
 
-def cmd_eval(o: EvalOptions) -> None:
-    from zoo.rcg.eval import evaluate_fid
-
-    result = evaluate_fid(_load(o), n=o.n, batch_size=o.batch_size, seed=o.seed, ref_stats=o.ref_stats,
-                          ref_images=o.ref_images, save_ref_stats=o.save_ref_stats,
-                          inception_score=o.inception_score, cache_dir=o.cache_dir, **_sampling_kwargs(o))
-    result["model"] = o.name
-    print_json(result, o.out)
+        result = evaluate_fid(self.load(), n=self.n, batch_size=self.batch_size, seed=self.seed,
+                              ref_stats=self.ref_stats, ref_images=self.ref_images,
+                              save_ref_stats=self.save_ref_stats, inception_score=self.inception_score,
+                              cache_dir=self.cache_dir, **self.sampling())
+        print_json({**result, "model": self.name}, self.out)
 
 
 @options
-class ImagesOptions:
+class Images:
     """Real images: a folder, or a Fashion-MNIST split."""
 
     folder: str | None = arg("folder of real images", None)
@@ -179,7 +176,7 @@ class ImagesOptions:
             raise SystemExit("give a folder of images or --fashion-mnist train|test (not both)")
 
 
-def _fashion_mnist(o: ImagesOptions):
+def _fashion_mnist(o: Images):
     """The --fashion-mnist split as uint8 RGB images (N, 3, 28, 28), the grey channel repeated."""
     import torch
 
@@ -188,8 +185,8 @@ def _fashion_mnist(o: ImagesOptions):
     return torch.from_numpy(FashionMNIST(o.root, o.fashion_mnist).images)[:, None].expand(-1, 3, -1, -1)
 
 
-@options
-class TokenizerFIDOptions(ImagesOptions, TokenizerOptions):
+@rcg.command("tokenizer-fid", "FID of the tokenizer's reconstructions of real images (a generator's floor)")
+class TokenizerFID(Images, Tokenizer):
     folder: str | None = arg("folder of real images (the first --n are used)", None)
     fashion_mnist: Literal["train", "test"] | None = option(None, "use --n random images of this split instead")
     n: int = option(2000, "real images to reconstruct")
@@ -198,41 +195,31 @@ class TokenizerFIDOptions(ImagesOptions, TokenizerOptions):
     batch_size: int = option(50, "images per forward pass")
     out: str | None = option(None, "write the metrics as JSON")
 
+    def run(self) -> None:
+        import numpy as np
+        import torch
 
-def cmd_tokenizer_fid(o: TokenizerFIDOptions) -> None:
-    import numpy as np
-    import torch
+        from zoo.rcg.eval import evaluate_tokenizer_fid, iter_image_folder
 
-    from zoo.rcg.eval import evaluate_tokenizer_fid, iter_image_folder
-
-    model = load_model(o)
-    tokenizer = getattr(model, "vqgan", None)
-    if tokenizer is None:
-        raise SystemExit(f"{o.name} is a {type(model).__name__} without a tokenizer; give an RCG VQGAN, MAGE or "
-                         "pipeline repo")
-    if o.fashion_mnist is not None:
-        pool = _fashion_mnist(o)
-        if not 0 < o.n <= len(pool):
-            raise SystemExit(f"--n must lie in 1..{len(pool)} for Fashion-MNIST {o.fashion_mnist}")
-        images = pool[np.random.default_rng(o.seed).choice(len(pool), o.n, replace=False)]
-        source = f"fashion-mnist:{o.fashion_mnist}, {o.n} images drawn with seed {o.seed}"
-    else:
-        images = torch.cat(list(iter_image_folder(o.folder, limit=o.n)))
-        source = f"{o.folder}, the first {images.shape[0]} images"
-    result = evaluate_tokenizer_fid(tokenizer, images, ref_stats=o.ref_stats, batch_size=o.batch_size)
-    result.update(model=o.name, images=source)
-    print_json(result, o.out)
+        model = load_model(self)
+        tokenizer = getattr(model, "vqgan", None)
+        if tokenizer is None:
+            raise SystemExit(f"{self.name} is a {type(model).__name__} without a tokenizer; give an RCG VQGAN, MAGE "
+                             "or pipeline repo")
+        if self.fashion_mnist is not None:
+            pool = _fashion_mnist(self)
+            if not 0 < self.n <= len(pool):
+                raise SystemExit(f"--n must lie in 1..{len(pool)} for Fashion-MNIST {self.fashion_mnist}")
+            images = pool[np.random.default_rng(self.seed).choice(len(pool), self.n, replace=False)]
+            source = f"fashion-mnist:{self.fashion_mnist}, {self.n} images drawn with seed {self.seed}"
+        else:
+            images = torch.cat(list(iter_image_folder(self.folder, limit=self.n)))
+            source = f"{self.folder}, the first {images.shape[0]} images"
+        result = evaluate_tokenizer_fid(tokenizer, images, ref_stats=self.ref_stats, batch_size=self.batch_size)
+        print_json({**result, "model": self.name, "images": source}, self.out)
 
 
-@options
-class RefStatsOptions(ImagesOptions):
-    out: str = option(help="the .npz to write")
-    batch_size: int = option(100, "images per forward pass")
-    cache_dir: str | None = option(None, "keep per-batch features here; a rerun resumes from them")
-    device: str = option("cpu", "torch device")
-
-
-def _reference_batches(o: RefStatsOptions):
+def _reference_batches(o: RefStats):
     """(name, uint8 batches) of the images ref-stats reads: a folder, or a Fashion-MNIST split."""
     from zoo.rcg.eval import iter_image_folder
 
@@ -242,73 +229,68 @@ def _reference_batches(o: RefStatsOptions):
     return f"fashion-mnist:{o.fashion_mnist}", (images[i:i + o.batch_size] for i in range(0, len(images), o.batch_size))
 
 
-def cmd_ref_stats(o: RefStatsOptions) -> None:
-    import torch
-    from tqdm.auto import tqdm
+@rcg.command("ref-stats", "FID reference statistics (mu/sigma .npz) of a folder of images")
+class RefStats(Images):
+    out: str = option(help="the .npz to write")
+    batch_size: int = option(100, "images per forward pass")
+    cache_dir: str | None = option(None, "keep per-batch features here; a rerun resumes from them")
+    device: str = option("cpu", "torch device")
 
-    from zoo.rcg.eval import FeatureCache, InceptionFeatures, cached_features, save_reference_stats
+    def run(self) -> None:
+        import torch
+        from tqdm.auto import tqdm
 
-    source, batches = _reference_batches(o)
-    cache = FeatureCache(o.cache_dir, {"images": source, "batch_size": o.batch_size}) if o.cache_dir else None
-    net = InceptionFeatures().to(o.device)
-    feats = torch.cat([cached_features(cache, i * o.batch_size, len(batch), lambda: net(batch.to(o.device)).cpu())
-                       for i, batch in enumerate(tqdm(batches, desc="reference features", unit="batch"))])
-    save_reference_stats(o.out, feats)
-    print(f"wrote {o.out}: mu/sigma of {feats.shape[0]} images ({source})")
+        from zoo.rcg.eval import FeatureCache, InceptionFeatures, cached_features, save_reference_stats
+
+        source, batches = _reference_batches(self)
+        size, device = self.batch_size, self.device
+        cache = FeatureCache(self.cache_dir, {"images": source, "batch_size": size}) if self.cache_dir else None
+        net = InceptionFeatures().to(device)
+        feats = torch.cat([cached_features(cache, i * size, len(batch), lambda: net(batch.to(device)).cpu())
+                           for i, batch in enumerate(tqdm(batches, desc="reference features", unit="batch"))])
+        save_reference_stats(self.out, feats)
+        print(f"wrote {self.out}: mu/sigma of {feats.shape[0]} images ({source})")
 
 
-@options
-class AssembleOptions:
+@rcg.command("assemble", "join trained stages (an RDM and a conditioned MAGE repo) into a pipeline")
+class Assemble:
     rdm: str = option(help="rcg-rdm repo folder (its EMA weights are used)")
     mage: str = option(help="rcg-mage repo folder (brings the encoder and tokenizer)")
     out: str = option(help="output repo folder")
     sampling: str | None = option(None, 'JSON of sampling defaults, e.g. \'{"cfg": 2.0, "temperature": 4.5}\'')
 
+    def run(self) -> None:
+        import zoo
+        from zoo.rcg.module import MAGEModule, RDMModule
+        from zoo.rcg.pipeline import RCGPipeline
 
-def cmd_assemble(o: AssembleOptions) -> None:
-    import zoo
-    from zoo.rcg.module import MAGEModule, RDMModule
-    from zoo.rcg.pipeline import RCGPipeline
-
-    rdm, mage = zoo.load(o.rdm), zoo.load(o.mage)
-    for model, kind, flag in ((rdm, RDMModule, "--rdm"), (mage, MAGEModule, "--mage")):
-        if not isinstance(model, kind):
-            raise SystemExit(f"{flag} must be a trained {kind.model_type} repo, got a {model.model_type}")
-    pipeline = RCGPipeline.from_stages(rdm, mage, sampling=json.loads(o.sampling) if o.sampling else None)
-    names = pipeline.save_pretrained(o.out)
-    print(f"wrote {o.out} ({', '.join(names)}): RCG pipeline of {o.rdm} (EMA) + {o.mage}; "
-          f"sample with `zoo rcg sample {o.out}`")
+        rdm, mage = zoo.load(self.rdm), zoo.load(self.mage)
+        for model, kind, flag in ((rdm, RDMModule, "--rdm"), (mage, MAGEModule, "--mage")):
+            if not isinstance(model, kind):
+                raise SystemExit(f"{flag} must be a trained {kind.model_type} repo, got a {model.model_type}")
+        pipeline = RCGPipeline.from_stages(rdm, mage, sampling=json.loads(self.sampling) if self.sampling else None)
+        names = pipeline.save_pretrained(self.out)
+        print(f"wrote {self.out} ({', '.join(names)}): RCG pipeline of {self.rdm} (EMA) + {self.mage}; "
+              f"sample with `zoo rcg sample {self.out}`")
 
 
-@options
-class ConvertOptions:
+@rcg.command(None, "official MoCo v3 / MAGE / RDM / VQGAN checkpoints -> zoo repos")
+class Convert:
     src: list[str] = arg("one checkpoint (-> its stage), or a MAGE + an RDM checkpoint (-> pipeline)")
     out: str = option(help="output repo folder")
     config: str | None = option(None, "JSON (or JSON file) of config overrides, e.g. '{\"encoder\": {\"num_heads\": "
                                 "2}}'")
 
+    def run(self) -> None:
+        from zoo.rcg.convert import convert_files
 
-def cmd_convert(o: ConvertOptions) -> None:
-    from zoo.rcg.convert import convert_files
-
-    config = None
-    if o.config:
-        text = Path(o.config).read_text() if Path(o.config).is_file() else o.config
-        try:
-            config = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"--config must be JSON or a JSON file: {err}") from None
-    module = convert_files(o.src, o.out, config)
-    print(f"wrote {o.out}: {type(module).__name__} ({module.model_type}); load it with zoo.load({str(o.out)!r})")
-
-
-def register_cli(parent, convert) -> None:
-    sub = commands(parent, "rcg", "RCG: sample, reconstruct, evaluate FID")
-    command(sub, "sample", cmd_sample, "sample images into a PNG grid")
-    command(sub, "reconstruct", cmd_reconstruct, "generate from the representations of given images")
-    command(sub, "eval", cmd_eval, "FID of samples against reference statistics or a folder of images")
-    command(sub, "tokenizer-fid", cmd_tokenizer_fid, "FID of the tokenizer's reconstructions of real images (a "
-            "generator's floor)")
-    command(sub, "ref-stats", cmd_ref_stats, "FID reference statistics (mu/sigma .npz) of a folder of images")
-    command(sub, "assemble", cmd_assemble, "join trained stages (an RDM and a conditioned MAGE repo) into a pipeline")
-    command(convert, "rcg", cmd_convert, "official MoCo v3 / MAGE / RDM / VQGAN checkpoints -> zoo repos")
+        config = None
+        if self.config:
+            text = Path(self.config).read_text() if Path(self.config).is_file() else self.config
+            try:
+                config = json.loads(text)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"--config must be JSON or a JSON file: {err}") from None
+        module = convert_files(self.src, self.out, config)
+        print(f"wrote {self.out}: {type(module).__name__} ({module.model_type}); load it with "
+              f"zoo.load({str(self.out)!r})")
