@@ -91,17 +91,19 @@ def add_dataclass_arguments(p, cls: type, flags: dict[str, str] | None = None) -
             (kind,), kwargs["nargs"] = typing.get_args(kind), meta["nargs"] or "+"
         if typing.get_origin(kind) is Literal:
             kind, kwargs["choices"] = str, typing.get_args(kind)
-        kwargs.update(action="store_true", nargs=None) if kind is bool else kwargs.update(type=kind)
+        if kind is bool:
+            kwargs.update(action="store_true", nargs=None)
+        else:
+            kwargs["type"] = kind
         required = field.default is MISSING
         if meta.get("positional"):
             if not required:
                 kwargs.update(default=field.default, nargs=kwargs["nargs"] or "?")
             p.add_argument(field.name, **{k: v for k, v in kwargs.items() if v is not None})
             continue
-        flag = (flags or {}).get(field.name) or meta["flag"]
-        if flag and kind is not bool:  # the metavar names the option, not the field
-            kwargs["metavar"] = meta["metavar"] or flag.lstrip("-").replace("-", "_").upper()
-        flag = flag or "--" + field.name.replace("_", "-")
+        flag = (flags or {}).get(field.name) or meta["flag"] or "--" + field.name.replace("_", "-")
+        if kind is not bool and "choices" not in kwargs:  # named after the option, not the field
+            kwargs["metavar"] = kwargs["metavar"] or flag.removeprefix("--").replace("-", "_").upper()
         group = groups.get(meta["one_of"], p)
         group.add_argument(flag, dest=field.name, default=None if required else field.default,
                            required=required and group is p, **{k: v for k, v in kwargs.items() if v is not None})
@@ -168,12 +170,12 @@ class ModelOptions:
     dtype: str | None = option(None, "cast floating weights, e.g. float64 or bfloat16 (default: as stored)")
 
 
-def load_model(o: Any, **kwargs):
+def load_model(o: Any):
     """``zoo.load`` of the model ``o.name``, with ``o``'s revision, device and dtype where it has them."""
     import zoo
 
     return zoo.load(o.name, revision=getattr(o, "revision", None), device=getattr(o, "device", None),
-                    dtype=getattr(o, "dtype", None), **kwargs)
+                    dtype=getattr(o, "dtype", None))
 
 
 def print_json(obj: Any, path: str | None = None) -> None:
