@@ -1,5 +1,6 @@
-"""The ``zoo`` command line: ``zoo list | info | download | load | publish | train | finetune | convert``,
-plus the commands each method adds (``zoo chess …``, ``zoo rcg …``)."""
+"""The ``zoo`` command line: ``zoo list | info | download | load | publish | train | finetune | recipe | release |
+convert``, plus the commands each method adds (``zoo chess …``, ``zoo rcg …``). Each command is an options
+dataclass with its ``run()`` (see :mod:`zoo._cli`)."""
 
 from __future__ import annotations
 
