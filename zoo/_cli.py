@@ -1,5 +1,5 @@
 """What the ``zoo`` command lines share: commands as data, models to load, JSON output. A command is an options
-dataclass (fields made with :func:`arg` and :func:`option`) whose ``run()`` does the work, added to its group with
+dataclass (an :class:`Options` subclass) whose ``run()`` does the work, added to its group with
 :meth:`Commands.command`; its parser is generated from the fields. Every ``zoo`` call imports this, so it imports no
 torch (``zoo --help`` must stay fast); for that reason too the parsers are plain argparse, as importing jsonargparse
 alone costs ~75 ms."""
@@ -14,7 +14,6 @@ import typing
 from typing import Any, Callable, Literal
 
 MISSING = dataclasses.MISSING
-options = dataclasses.dataclass(kw_only=True)  # an options dataclass: any field order, required ones included
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -52,6 +51,20 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 # ----------------------------------------------------------------------------- dataclasses as commands
+class Options:
+    """The base of a command's options: fields made with :func:`arg`, :func:`option` and :func:`rest`. A subclass is
+    made a keyword-only dataclass (any field order, required fields included) by :meth:`dataclass`, when its command
+    is first used: made at import, the zoo's ~45 of them would cost every ``zoo`` call ~15 ms."""
+
+    @classmethod
+    def dataclass(cls) -> type:
+        """This class as an options dataclass (its bases first)."""
+        for klass in reversed(cls.__mro__[:cls.__mro__.index(Options)]):
+            if "__dataclass_fields__" not in vars(klass):
+                dataclasses.dataclass(klass, kw_only=True)
+        return cls
+
+
 def option(default: Any = MISSING, help: str | None = None, *, flag: str | None = None, nargs: str | None = None,
            metavar: str | None = None, one_of: str | None = None) -> Any:
     """A dataclass field that is the option ``--field-name`` (or ``flag``), typed by the field: a ``bool`` is a flag,
@@ -114,7 +127,8 @@ def from_args(cls: type, args: Any, **values: Any) -> Any:
     return cls(**{**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)}, **values})
 
 
-def _add_command(p, cls: type, fields_of: str | None = None, flags: dict[str, str] | None = None) -> None:
+def _add_command(p, cls: type[Options], fields_of: str | None = None, flags: dict[str, str] | None = None) -> None:
+    cls = cls.dataclass()
     if fields_of:  # the command's class, extended by the fields of a dataclass from a heavy module
         from zoo.registry import import_object
 
@@ -135,12 +149,11 @@ class Commands:
         self.commands: list[tuple[str | None, str, type, dict]] = []
 
     def command(self, name: str | None, help: str, **extra) -> Callable[[type], type]:
-        """A decorator: the class, made an options dataclass, is the command ``name`` (None: ``zoo convert NAME``).
-        ``fields_of="module:Config"`` adds a dataclass's fields (its module is imported only when the command is
-        used), ``flags={field: "--flag"}`` renames options."""
+        """A decorator: the :class:`Options` subclass, whose ``run()`` does the work, is the command ``name`` (None:
+        ``zoo convert NAME``). ``fields_of="module:Config"`` adds a dataclass's fields (its module is imported only
+        when the command is used), ``flags={field: "--flag"}`` renames options."""
 
         def add(cls: type) -> type:
-            cls = options(cls)
             self.commands.append((name, help, cls, extra))
             return cls
 
@@ -161,8 +174,7 @@ class Commands:
 
 
 # ----------------------------------------------------------------------------- models and output
-@options
-class ModelOptions:
+class ModelOptions(Options):
     """A model to load with :func:`load_model`; subclasses change the fields' help."""
 
     name: str = arg("catalog name, hf://owner/repo or a local repo folder")

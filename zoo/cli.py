@@ -11,7 +11,7 @@ import sys
 from typing import Sequence
 
 from zoo import registry
-from zoo._cli import ArgumentParser, Commands, ModelOptions, arg, load_model, option, options, print_json, rest
+from zoo._cli import ArgumentParser, Commands, ModelOptions, Options, arg, load_model, option, print_json, rest
 from zoo.card import CARD_SUMMARY, load_card
 from zoo.errors import ZooError
 from zoo.io import human_bytes, storage_error
@@ -59,7 +59,7 @@ _REVISION = "Hub branch, tag or commit (default: the catalog's pinned commit, or
 
 
 @core.command("list", "list catalog models")
-class List:
+class List(Options):
     pattern: str | None = arg("shell-style name pattern, e.g. 'chess-*'", None)
     method: str | None = option(None, "only this method's models")
     json: bool = option(False, "print names as JSON")
@@ -70,7 +70,7 @@ class List:
 
 
 @core.command("info", "show a model's catalog entry")
-class Info:
+class Info(Options):
     name: str = arg("catalog name")
     json: bool = option(False, "print the entry as JSON")
 
@@ -103,7 +103,7 @@ class Info:
 
 
 @core.command("download", "fetch and verify a model's files; print their folder")
-class Download:
+class Download(Options):
     name: str = arg("catalog name or hf://owner/repo")
     revision: str | None = option(None, _REVISION)
 
@@ -124,8 +124,7 @@ class Load(ModelOptions):
               f"parameters, dtype {first.dtype}, device {first.device}")
 
 
-@options
-class HubOptions:
+class HubOptions(Options):
     endpoint: str | None = option(None, "Hub endpoint (default: $ZOO_HF_ENDPOINT or huggingface.co)")
     token: str | None = option(None, "Hub token (default: huggingface_hub's login)")
 
@@ -165,7 +164,7 @@ class Publish(HubOptions):
 
 
 @core.command("train", "run a recipe (LightningCLI YAML) from scratch")
-class Train:
+class Train(Options):
     recipe: str = arg("a recipe file, e.g. the one `zoo recipe escaip/tiny_emt --out tiny_emt.yaml` copies; further "
                       "--a.b=c arguments override the recipe")
     ckpt_path: str | None = option(None, "resume from this Lightning checkpoint, or 'last' (the newest last.ckpt of "
@@ -181,7 +180,7 @@ class Train:
 
 
 @core.command("finetune", "run a recipe starting from a pretrained model's weights")
-class Finetune:
+class Finetune(Options):
     name: str = arg("catalog name, hf://owner/repo or a local repo folder")
     recipe: str = arg("a recipe file for the same module, e.g. for escaip-tiny-emt the one `zoo recipe escaip/tiny_emt "
                       "--out tiny_emt.yaml` copies; further --a.b=c arguments override it")
@@ -192,7 +191,7 @@ class Finetune:
 
 
 @core.command("recipe", "list the training recipes, print one, or copy one (works from an installed zoo)")
-class Recipe:
+class Recipe(Options):
     name: str | None = arg("e.g. chess/small_cpu (a .yaml is implied) or a folder such as chess", None)
     out: str | None = option(None, "copy the recipe (or folder) here instead of printing it")
 

@@ -165,13 +165,13 @@ def test_dir_lists_the_lazy_names():
 def test_an_options_dataclass_makes_the_parser(capsys):
     from typing import Literal
 
-    from zoo._cli import ArgumentParser, Commands, arg, option, rest
+    from zoo._cli import ArgumentParser, Commands, Options, arg, option, rest
 
     ran = []
     group = Commands("demo", "a demo group")
 
     @group.command("go", "run it")
-    class Go:
+    class Go(Options):
         src: list[str] = arg("inputs")
         out: str = option(help="where to")
         mode: Literal["fast", "slow"] = option("fast", "how")

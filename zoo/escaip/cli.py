@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zoo._cli import Commands, arg, from_args, load_model, option
+from zoo._cli import Commands, Options, arg, from_args, load_model, option
 
 escaip = Commands("escaip", "EScAIP interatomic potentials: data generation, symmetry report")
 register_cli = escaip.register_cli
@@ -10,7 +10,7 @@ register_cli = escaip.register_cli
 
 @escaip.command("make-data", "labelled frames: xTB MD of named molecules and QM9, EMT slabs and bulk, the g2 test set",
                 fields_of="zoo.escaip.make_data:DataPlan")
-class MakeData:  # and, as options, the fields of DataPlan
+class MakeData(Options):  # and, as options, the fields of DataPlan
     out: str = arg("output folder (rerun the same command to resume)")
     list_systems: bool = option(False, "list the molecules, slabs and metals, then exit", flag="--list")
     workers: int = option(1, "parallel processes (one thread each)")
@@ -34,7 +34,7 @@ class MakeData:  # and, as options, the fields of DataPlan
 
 
 @escaip.command("symmetry", "energy invariance / force equivariance errors under rotations, translations")
-class Symmetry:
+class Symmetry(Options):
     name: str = arg("catalog name or zoo repo folder")
     dtype: str | None = option(None, "e.g. float64 (default: as stored)")
     rotations: int = option(32, "random rotations per kind (random, x, y, z)")
@@ -63,7 +63,7 @@ class Symmetry:
 
 
 @escaip.command(None, "fairchem EScAIP inference checkpoint, or state dict + JSON config")
-class Convert:
+class Convert(Options):
     src: str = arg("fairchem inference checkpoint (.pt), or a state dict (.safetensors/.pt) with --config")
     out: str = option(help="output zoo repo folder")
     config: str | None = option(None, "JSON with backbone_kwargs and heads (for a state-dict SRC)")

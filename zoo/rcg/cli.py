@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from zoo._cli import Commands, ModelOptions, arg, load_model, option, options, print_json
+from zoo._cli import Commands, ModelOptions, Options, arg, load_model, option, print_json
 
 rcg = Commands("rcg", "RCG: sample, reconstruct, evaluate FID")
 register_cli = rcg.register_cli
@@ -76,13 +76,11 @@ def fit_size(path, img, size: int, center_crop: bool):
     return img.crop((left, top, left + side, top + side)).resize((size, size), Image.BICUBIC)
 
 
-@options
 class Tokenizer(ModelOptions):
     name: str = arg("an RCG VQGAN, MAGE or pipeline repo folder or catalog name")
     dtype: str | None = option(None, "float32 (default), bfloat16 or float16")
 
 
-@options
 class Pipeline(Tokenizer):
     """A pipeline to sample from, and how."""
 
@@ -163,8 +161,7 @@ class Eval(Pipeline):
         print_json({**result, "model": self.name}, self.out)
 
 
-@options
-class Images:
+class Images(Options):
     """Real images: a folder, or a Fashion-MNIST split."""
 
     folder: str | None = arg("folder of real images", None)
@@ -253,7 +250,7 @@ class RefStats(Images):
 
 
 @rcg.command("assemble", "join trained stages (an RDM and a conditioned MAGE repo) into a pipeline")
-class Assemble:
+class Assemble(Options):
     rdm: str = option(help="rcg-rdm repo folder (its EMA weights are used)")
     mage: str = option(help="rcg-mage repo folder (brings the encoder and tokenizer)")
     out: str = option(help="output repo folder")
@@ -275,7 +272,7 @@ class Assemble:
 
 
 @rcg.command(None, "official MoCo v3 / MAGE / RDM / VQGAN checkpoints -> zoo repos")
-class Convert:
+class Convert(Options):
     src: list[str] = arg("one checkpoint (-> its stage), or a MAGE + an RDM checkpoint (-> pipeline)")
     out: str = option(help="output repo folder")
     config: str | None = option(None, "JSON (or JSON file) of config overrides, e.g. '{\"encoder\": {\"num_heads\": "
