@@ -159,18 +159,14 @@ class Commands:
 
         return add
 
-    def add_to(self, sub, convert=None) -> None:
-        """Add the commands to the subparsers ``sub``, the converter to ``convert``; each parser gets its options
-        when first used."""
+    def register_cli(self, parent, convert) -> None:
+        """Add the commands to the subparsers ``parent`` (a method's: as ``zoo NAME ...``, its converter to
+        ``convert``); each parser gets its options when first used."""
+        sub = parent if self.name is None else parent.add_parser(self.name, help=self.help).add_subparsers(
+            dest=f"{self.name}_command", metavar=self.metavar, required=True)
         for name, help, cls, extra in self.commands:
             (sub if name else convert).add_parser(name or self.name, help=help,
                                                   arguments=functools.partial(_add_command, cls=cls, **extra))
-
-    def register_cli(self, parent, convert) -> None:
-        """A method's ``register_cli`` hook: ``zoo NAME ...`` into the subparsers ``parent``."""
-        sub = parent.add_parser(self.name, help=self.help).add_subparsers(dest=f"{self.name}_command",
-                                                                           metavar=self.metavar, required=True)
-        self.add_to(sub, convert)
 
 
 # ----------------------------------------------------------------------------- models and output

@@ -241,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="zoo", description="A PyTorch Lightning model zoo with pretrained checkpoints.")
     parser.add_argument("--version", action="version", version=f"zoo {__import__('zoo').__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    core.add_to(sub)
+    core.register_cli(sub, None)
     convert = sub.add_parser("convert", help="convert official checkpoints into zoo repos")
     converters = convert.add_subparsers(dest="method", metavar="METHOD", required=True)
     for hook in registry.cli_hooks().values():

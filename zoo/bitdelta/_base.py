@@ -35,8 +35,8 @@ def is_zoo_ref(ref: str) -> bool:
 
 
 def default_tokenizer(*refs: str | None) -> str:
-    """The first model folder or HF repo among ``refs`` with a tokenizer of its own, else bytes (the zoo's
-    byte-level models)."""
+    """The tokenizer of the first of ``refs`` that names one: a model folder with a tokenizer of its own, or a
+    Hugging Face repo id (not a zoo model); else bytes (the zoo's byte-level models)."""
     for ref in refs:
         if not ref:
             continue

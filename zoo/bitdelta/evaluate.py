@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from zoo.bitdelta._base import load_model
 from zoo.bitdelta.data import load_token_rows
 from zoo.bitdelta.module import causal_lm_loss, model_logits
 
@@ -76,15 +77,12 @@ def recovered_fraction(nll_base: float, nll_finetune: float, nll_delta: float) -
     return (nll_base - nll_delta) / gain
 
 
-
 def compare_delta(delta: nn.Module, data: str | os.PathLike | torch.Tensor, *, finetune: str | None = None,
                   base: str | None = None, relative_to: str | os.PathLike | None = None, **opts) -> dict:
     """The :func:`perplexity` of a loaded ``delta`` on ``data`` ("bitdelta"); given the ``finetune`` it compresses,
     also the fine-tune's and the base's (``base``, else the one the delta names, found beside ``relative_to``), the
     :func:`logit_agreement` with the fine-tune and, where the fine-tune improves on the base, the
     :func:`recovered_fraction`. ``opts``: :func:`perplexity`'s tokenizer, max_length and batch_size."""
-    from zoo.bitdelta._base import load_model
-
     results = {"bitdelta": perplexity(delta, data, **opts)}
     if finetune:
         dtype = delta.hparams.base_dtype
