@@ -1,13 +1,19 @@
-"""What the ``zoo`` command lines share: parser, model argument, dataclass options, JSON output. Every ``zoo`` call
-imports this, so it imports no torch (``zoo --help`` must stay fast)."""
+"""What the ``zoo`` command lines share: commands as data, models to load, JSON output. A command is an options
+dataclass (an :class:`Options` subclass) whose ``run()`` does the work, added to its group with
+:meth:`Commands.command`; its parser is generated from the fields. Every ``zoo`` call imports this, so it imports no
+torch (``zoo --help`` must stay fast); for that reason too the parsers are plain argparse, as importing jsonargparse
+alone costs ~75 ms."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import typing
-from typing import Any, Callable
+from typing import Any, Callable, Literal
+
+MISSING = dataclasses.MISSING
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -22,41 +28,162 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 class ArgumentParser(argparse.ArgumentParser):
     """The zoo's parsers; subcommand parsers, the methods' included, take their parent's class and so this help.
 
-    ``arguments``: a function that adds the parser's arguments when it first parses (``--help`` included), for a
-    command whose options come from a module too heavy to import on every ``zoo`` call.
+    ``arguments``: a function that adds the parser's arguments when it is first used (to parse or to show help), so
+    that a ``zoo`` call builds only its own command's options (and a heavy module's options cost nothing elsewhere).
     """
 
     def __init__(self, *args, formatter_class=HelpFormatter, arguments: Callable[[Any], None] | None = None, **kwargs):
         super().__init__(*args, formatter_class=formatter_class, **kwargs)
         self._add_arguments = arguments
 
-    def parse_known_args(self, args=None, namespace=None):
+    def _complete(self) -> None:
         if self._add_arguments is not None:
             add, self._add_arguments = self._add_arguments, None
             add(self)
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._complete()
         return super().parse_known_args(args, namespace)
 
-
-def add_model_argument(p, help: str = "catalog name, hf://owner/repo or a local repo folder", *, revision: bool = False,
-                       device: bool = True, dtype: str | None = "cast floating weights, e.g. float64 or bfloat16 "
-                       "(default: as stored)") -> None:
-    """The positional ``name`` of a model to load, with ``--revision`` if asked, ``--device`` and ``--dtype``
-    (``dtype=None``: no such option); :func:`load_model` loads it."""
-    p.add_argument("name", help=help)
-    if revision:
-        p.add_argument("--revision", help="Hub branch, tag or commit (default: the catalog's pinned commit, or main)")
-    if device:
-        p.add_argument("--device", default="cpu", help="torch device")
-    if dtype:
-        p.add_argument("--dtype", help=dtype)
+    def format_help(self):
+        self._complete()
+        return super().format_help()
 
 
-def load_model(args: argparse.Namespace, **kwargs):
-    """``zoo.load`` of the model :func:`add_model_argument` named, with the options it added."""
-    from zoo.loading import load
+# ----------------------------------------------------------------------------- dataclasses as commands
+class Options:
+    """The base of a command's options: fields made with :func:`arg`, :func:`option` and :func:`rest`. A subclass is
+    made a keyword-only dataclass (any field order, required fields included) by :meth:`dataclass`, when its command
+    is first used: made at import, the zoo's ~45 of them would cost every ``zoo`` call ~15 ms."""
 
-    return load(args.name, revision=getattr(args, "revision", None), device=getattr(args, "device", None),
-                dtype=getattr(args, "dtype", None), **kwargs)
+    @classmethod
+    def dataclass(cls) -> type:
+        """This class as an options dataclass (its bases first)."""
+        for klass in reversed(cls.__mro__[:cls.__mro__.index(Options)]):
+            if "__dataclass_fields__" not in vars(klass):
+                dataclasses.dataclass(klass, kw_only=True)
+        return cls
+
+
+def option(default: Any = MISSING, help: str | None = None, *, flag: str | None = None, nargs: str | None = None,
+           metavar: str | None = None, one_of: str | None = None) -> Any:
+    """A dataclass field that is the option ``--field-name`` (or ``flag``), typed by the field: a ``bool`` is a flag,
+    a ``Literal`` gives the choices, a ``list`` takes ``nargs`` values ("+" unless given). No default: required.
+    Options with the same ``one_of`` exclude each other; the group is required if its options have no default."""
+    return dataclasses.field(default=default, metadata={"help": help, "flag": flag, "nargs": nargs,
+                                                        "metavar": metavar, "one_of": one_of})
+
+
+def arg(help: str, default: Any = MISSING, *, nargs: str | None = None) -> Any:
+    """A dataclass field that is a positional argument; with a default, it may be left out."""
+    return dataclasses.field(default=default, metadata={"help": help, "nargs": nargs, "positional": True})
+
+
+def rest() -> Any:
+    """A ``list[str]`` field of the arguments no option takes (``zoo train``'s ``--a.b=c`` recipe overrides)."""
+    return dataclasses.field(default_factory=list, metadata={"rest": True})
+
+
+def add_dataclass_arguments(p, cls: type, flags: dict[str, str] | None = None) -> None:
+    """One argument per field of the options dataclass ``cls`` (see :func:`option`, :func:`arg`, :func:`rest`),
+    ``flags[field]`` renaming an option; the parsed value keeps the field's name (see :func:`from_args`)."""
+    hints, fields = typing.get_type_hints(cls), dataclasses.fields(cls)
+    groups = {}
+    for name in {f.metadata.get("one_of") for f in fields} - {None}:
+        required = all(f.default is MISSING for f in fields if f.metadata.get("one_of") == name)
+        groups[name] = p.add_mutually_exclusive_group(required=required)
+    for field in fields:
+        meta, kind = field.metadata, hints[field.name]
+        if meta.get("rest"):
+            p.set_defaults(rest=field.name)
+            continue
+        if type(None) in typing.get_args(kind):  # an optional field, `str | None`: parse the value as its type
+            kind = next(t for t in typing.get_args(kind) if t is not type(None))
+        kwargs = {"help": meta["help"], "nargs": meta["nargs"], "metavar": meta.get("metavar")}
+        if typing.get_origin(kind) is list:
+            (kind,), kwargs["nargs"] = typing.get_args(kind), meta["nargs"] or "+"
+        if typing.get_origin(kind) is Literal:
+            kind, kwargs["choices"] = str, typing.get_args(kind)
+        if kind is bool:
+            kwargs.update(action="store_true", nargs=None)
+        else:
+            kwargs["type"] = kind
+        required = field.default is MISSING
+        if meta.get("positional"):
+            if not required:
+                kwargs.update(default=field.default, nargs=kwargs["nargs"] or "?")
+            p.add_argument(field.name, **{k: v for k, v in kwargs.items() if v is not None})
+            continue
+        flag = (flags or {}).get(field.name) or meta["flag"] or "--" + field.name.replace("_", "-")
+        if kind is not bool and "choices" not in kwargs:  # named after the option, not the field
+            kwargs["metavar"] = kwargs["metavar"] or flag.removeprefix("--").replace("-", "_").upper()
+        group = groups.get(meta["one_of"], p)
+        group.add_argument(flag, dest=field.name, default=None if required else field.default,
+                           required=required and group is p, **{k: v for k, v in kwargs.items() if v is not None})
+
+
+def from_args(cls: type, args: Any, **values: Any) -> Any:
+    """The dataclass ``cls`` from the like-named attributes of ``args``; ``values`` replace them."""
+    return cls(**{**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)}, **values})
+
+
+def _add_command(p, cls: type[Options], fields_of: str | None = None, flags: dict[str, str] | None = None) -> None:
+    cls = cls.dataclass()
+    if fields_of:  # the command's class, extended by the fields of a dataclass from a heavy module
+        from zoo.registry import import_object
+
+        config = import_object(fields_of)
+        hints = typing.get_type_hints(config)
+        cls = dataclasses.make_dataclass(cls.__name__, [
+            (f.name, hints[f.name], dataclasses.field(default=f.default, metadata=f.metadata))
+            for f in dataclasses.fields(config)], bases=(cls,), kw_only=True)
+    add_dataclass_arguments(p, cls, flags)
+    p.set_defaults(run=lambda args: from_args(cls, args).run())
+
+
+class Commands:
+    """The commands of ``zoo``, or of a method's ``zoo NAME ...`` (and its ``zoo convert NAME``)."""
+
+    def __init__(self, name: str | None = None, help: str | None = None, metavar: str = "COMMAND"):
+        self.name, self.help, self.metavar = name, help, metavar
+        self.commands: list[tuple[str | None, str, type, dict]] = []
+
+    def command(self, name: str | None, help: str, **extra) -> Callable[[type], type]:
+        """A decorator: the :class:`Options` subclass, whose ``run()`` does the work, is the command ``name`` (None:
+        ``zoo convert NAME``). ``fields_of="module:Config"`` adds a dataclass's fields (its module is imported only
+        when the command is used), ``flags={field: "--flag"}`` renames options."""
+
+        def add(cls: type) -> type:
+            self.commands.append((name, help, cls, extra))
+            return cls
+
+        return add
+
+    def register_cli(self, parent, convert) -> None:
+        """Add the commands to the subparsers ``parent`` (a method's: as ``zoo NAME ...``, its converter to
+        ``convert``); each parser gets its options when first used."""
+        sub = parent if self.name is None else parent.add_parser(self.name, help=self.help).add_subparsers(
+            dest=f"{self.name}_command", metavar=self.metavar, required=True)
+        for name, help, cls, extra in self.commands:
+            (sub if name else convert).add_parser(name or self.name, help=help,
+                                                  arguments=functools.partial(_add_command, cls=cls, **extra))
+
+
+# ----------------------------------------------------------------------------- models and output
+class ModelOptions(Options):
+    """A model to load with :func:`load_model`; subclasses change the fields' help."""
+
+    name: str = arg("catalog name, hf://owner/repo or a local repo folder")
+    device: str = option("cpu", "torch device")
+    dtype: str | None = option(None, "cast floating weights, e.g. float64 or bfloat16 (default: as stored)")
+
+
+def load_model(o: Any):
+    """``zoo.load`` of the model ``o.name``, with ``o``'s revision, device and dtype where it has them."""
+    import zoo
+
+    return zoo.load(o.name, revision=getattr(o, "revision", None), device=getattr(o, "device", None),
+                    dtype=getattr(o, "dtype", None))
 
 
 def print_json(obj: Any, path: str | None = None) -> None:
@@ -67,27 +194,3 @@ def print_json(obj: Any, path: str | None = None) -> None:
 
         write_text_atomic(path, text + "\n")
     print(text)
-
-
-# ----------------------------------------------------------------------------- dataclasses as options
-def option(default: Any, help: str) -> Any:
-    """A dataclass field with its command-line help (read by :func:`add_dataclass_arguments`)."""
-    return dataclasses.field(default=default, metadata={"help": help})
-
-
-def add_dataclass_arguments(p, cls: type, flags: dict[str, str] | None = None) -> None:
-    """One option per field of the dataclass ``cls``: ``--field-name`` (or ``flags[field]``), typed and defaulted by
-    the field, with its :func:`option` help; the parsed value keeps the field's name (see :func:`from_args`)."""
-    hints = typing.get_type_hints(cls)
-    for field in dataclasses.fields(cls):
-        kind = hints[field.name]
-        if typing.get_args(kind):  # an optional field, `str | None`: parse the value as its type
-            kind = next(t for t in typing.get_args(kind) if t is not type(None))
-        flag = (flags or {}).get(field.name, "--" + field.name.replace("_", "-"))
-        p.add_argument(flag, dest=field.name, metavar=flag.lstrip("-").replace("-", "_").upper(), type=kind,
-                       default=field.default, help=field.metadata.get("help"))
-
-
-def from_args(cls: type, args: argparse.Namespace, **values: Any) -> Any:
-    """The dataclass ``cls`` from the options :func:`add_dataclass_arguments` added; ``values`` replace parsed ones."""
-    return cls(**{**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)}, **values})

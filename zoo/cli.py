@@ -1,5 +1,6 @@
-"""The ``zoo`` command line: ``zoo list | info | download | load | publish | train | finetune | convert``,
-plus the commands each method adds (``zoo chess …``, ``zoo rcg …``)."""
+"""The ``zoo`` command line: ``zoo list | info | download | load | publish | train | finetune | recipe | release |
+convert``, plus the commands each method adds (``zoo chess …``, ``zoo rcg …``). Each command is an options
+dataclass with its ``run()`` (see :mod:`zoo._cli`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import sys
 from typing import Sequence
 
 from zoo import registry
-from zoo._cli import ArgumentParser, add_model_argument, load_model, print_json
+from zoo._cli import ArgumentParser, Commands, ModelOptions, Options, arg, load_model, option, print_json, rest
+from zoo.card import CARD_SUMMARY, load_card
 from zoo.errors import ZooError
 from zoo.io import human_bytes, storage_error
 
@@ -52,202 +54,198 @@ def model_table(pattern: str | None = None, method: str | None = None, markdown:
 
 
 # ----------------------------------------------------------------------------- commands
-def cmd_list(args) -> None:
-    if args.json:
-        print(json.dumps(registry.list_models(args.pattern, args.method)))
-    else:
-        print(model_table(args.pattern, args.method))
+core = Commands()
+_REVISION = "Hub branch, tag or commit (default: the catalog's pinned commit, or main)"
 
 
-def cmd_info(args) -> None:
-    info = registry.info(args.name)
-    if args.json:
-        print_json(info)
-        return
-    from zoo.hub import where
+@core.command("list", "list catalog models")
+class List(Options):
+    pattern: str | None = arg("shell-style name pattern, e.g. 'chess-*'", None)
+    method: str | None = option(None, "only this method's models")
+    json: bool = option(False, "print names as JSON")
 
-    info["source"] = where(registry.get_entry(args.name))
-    for key in ("name", "method", "source", "hub_repo", "revision", "license", "paper", "recipe", "base_model"):
-        if info.get(key):
-            print(f"{key:11s} {info[key]}")
-    if info["description"]:
-        print(f"{'description':11s} {info['description']}")
-    for key in ("metrics", "defaults", "architecture", "convert_args"):
-        if info[key]:
-            print(f"{key}:")
-            for k, v in info[key].items():
-                print(f"  {k}: {v}")
-    if info["files"]:
-        print(f"files (the zoo repo, {'at commit ' + info['revision'] if info['revision'] else 'on main'}):")
-        print(_table([[f["path"], human_bytes(f["size"]), f["sha256"]] for f in info["files"]],
-                     ["path", "size", "sha256"]))
-    if info["upstream"]:
-        print("upstream files (converted by " + info["converter"] + ("" if info["files"] else " on first load") + "):")
-        approx = f"~{human_bytes(info['download_size'])}" if info["download_size"] else "?"
-        print(_table([[f["path"], human_bytes(f["size"]) if f["size"] else approx,
-                       f["sha256"] or "(pinned on first download)", f["url"]] for f in info["upstream"]],
-                     ["path", "size", "sha256", "url"]))
+    def run(self) -> None:
+        names = registry.list_models(self.pattern, self.method)
+        print(json.dumps(names) if self.json else model_table(self.pattern, self.method))
 
 
-def cmd_download(args) -> None:
-    from zoo.hub import download
+@core.command("info", "show a model's catalog entry")
+class Info(Options):
+    name: str = arg("catalog name")
+    json: bool = option(False, "print the entry as JSON")
 
-    print(download(args.name, revision=args.revision))
-
-
-def cmd_load(args) -> None:
-    model = load_model(args)
-    n = sum(p.numel() for p in model.parameters())
-    print(f"{type(model).__name__} ({model.model_type}), {n:,} parameters, "
-          f"dtype {next(model.parameters()).dtype}, device {next(model.parameters()).device}")
-
-
-def cmd_publish(args) -> None:
-    from zoo.loading import load, parse_dtype
-    from zoo.module import ZooModule
-    from zoo.publishing import publish
-
-    card = None
-    if args.card:
-        from zoo.card import load_card
-
-        card = load_card(args.card)  # checked before the model loads, so a bad card leaves nothing behind
-    try:
-        dtype = parse_dtype(args.dtype)
-    except ValueError:
-        raise SystemExit(f"--dtype {args.dtype!r} is not a floating torch dtype; use e.g. bfloat16 or float16") from None
-    src = ZooModule.from_checkpoint(args.source) if args.source.endswith(".ckpt") else load(args.source)
-    if dtype is not None:
-        src = src.store_as_(dtype)
-    result = publish(src, args.repo, card=card, endpoint=args.endpoint, token=args.token, private=args.private,
-                     max_shard_bytes=int(args.max_shard_mb * 1024**2))
-    print(f"repo   {result['repo']}")
-    if result["commit"]:
-        print(f"commit {result['commit']}  (pin this as the catalog entry's revision)")
-    print(_table([[n, f["sha256"], str(f["size"])] for n, f in result["files"].items()], ["file", "sha256", "bytes"]))
-
-
-def cmd_train(args) -> None:
-    """``zoo train``, and ``zoo finetune`` (which names the model to start from)."""
-    from zoo.train import final_checkpoints, run_recipe
-
-    cli = run_recipe(args.recipe, args.overrides, init_from=getattr(args, "name", None), ckpt_path=args.ckpt_path)
-    for path in final_checkpoints(cli.trainer):
-        print(f"final state: {path} (`zoo publish {path} FOLDER` makes a repo of it)")
-
-
-def cmd_recipe(args) -> None:
-    from zoo.recipes import copy_recipe, find_recipe, list_recipes
-
-    if args.name is None:
-        print("\n".join(list_recipes()))
-    elif args.out:
-        print(copy_recipe(args.name, args.out))
-    else:
-        path = find_recipe(args.name)
-        print("\n".join(sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file()))
-              if path.is_dir() else path.read_text(encoding="utf-8"), end="" if path.is_file() else "\n")
-
-
-def cmd_release(args) -> None:
-    from zoo.release import plan, release
-
-    if args.dry_run:
-        rows = plan(args.names or None)
-        if args.json:
-            print_json(rows)
+    def run(self) -> None:
+        info = registry.info(self.name)
+        if self.json:
+            print_json(info)
             return
-        for row in rows:
-            print(f"{row['name']}  ->  hf://{row['hub_repo']}@{row['revision'] or 'main'}")
-            print(f"  action: {row['action']}")
-            for path, pin in row["files"].items():
-                print(f"  {path:32s} {pin['sha256']}  {pin['size']:>10d} B")
-            for url in row["upstream"]:
-                print(f"  upstream {url}")
-        return
-    result = release(args.names or None, endpoint=args.endpoint, token=args.token, pins_out=args.pins_out,
-                     message=args.message)
-    print(f"released {len(result['released'])}, skipped {len(result['skipped'])}; pins written to "
-          f"{', '.join(result['pins_files']) or 'nothing'} (review them with `git diff`)")
+        from zoo.hub import where
+
+        info["source"] = where(registry.get_entry(self.name))
+        for key in ("name", "method", "source", "hub_repo", "revision", "license", "paper", "recipe", "base_model"):
+            if info.get(key):
+                print(f"{key:11s} {info[key]}")
+        if info["description"]:
+            print(f"{'description':11s} {info['description']}")
+        for key in ("metrics", "defaults", "architecture", "convert_args"):
+            if info[key]:
+                print(f"{key}:\n" + "\n".join(f"  {k}: {v}" for k, v in info[key].items()))
+        if info["files"]:
+            print(f"files (the zoo repo, {'at commit ' + info['revision'] if info['revision'] else 'on main'}):")
+            print(_table([[f["path"], human_bytes(f["size"]), f["sha256"]] for f in info["files"]],
+                         ["path", "size", "sha256"]))
+        if info["upstream"]:
+            print(f"upstream files (converted by {info['converter']}{'' if info['files'] else ' on first load'}):")
+            approx = f"~{human_bytes(info['download_size'])}" if info["download_size"] else "?"
+            print(_table([[f["path"], human_bytes(f["size"]) if f["size"] else approx,
+                           f["sha256"] or "(pinned on first download)", f["url"]] for f in info["upstream"]],
+                         ["path", "size", "sha256", "url"]))
+
+
+@core.command("download", "fetch and verify a model's files; print their folder")
+class Download(Options):
+    name: str = arg("catalog name or hf://owner/repo")
+    revision: str | None = option(None, _REVISION)
+
+    def run(self) -> None:
+        from zoo.hub import download
+
+        print(download(self.name, revision=self.revision))
+
+
+@core.command("load", "load a model and print a summary")
+class Load(ModelOptions):
+    revision: str | None = option(None, _REVISION)
+
+    def run(self) -> None:
+        model = load_model(self)
+        first = next(model.parameters())
+        print(f"{type(model).__name__} ({model.model_type}), {sum(p.numel() for p in model.parameters()):,} "
+              f"parameters, dtype {first.dtype}, device {first.device}")
+
+
+class HubOptions(Options):
+    endpoint: str | None = option(None, "Hub endpoint (default: $ZOO_HF_ENDPOINT or huggingface.co)")
+    token: str | None = option(None, "Hub token (default: huggingface_hub's login)")
+
+
+@core.command("publish", "write a model as a Hub repo into a folder, or upload it (hf://owner/name)")
+class Publish(HubOptions):
+    source: str = arg("catalog name, local repo folder, or a Lightning .ckpt of a zoo module (a BitDelta one "
+                      "publishes as its delta)")
+    repo: str = arg("a folder (e.g. hub/my-model) or hf://owner/name")
+    card: str | None = option(None, f"model card file: {CARD_SUMMARY}")
+    private: bool = option(False, "create the Hub repo private")
+    max_shard_mb: float = option(2048, "shard model.safetensors above this size")
+    dtype: str | None = option(None, "cast floating weights first, e.g. bfloat16 to halve a small model's download "
+                               "(a BitDelta: its carried full-precision tensors; they still run in the base's dtype)")
+
+    def run(self) -> None:
+        import zoo
+        from zoo.module import ZooModule, parse_dtype
+
+        card = load_card(self.card) if self.card else None  # before the model loads: a bad card leaves nothing
+        try:
+            dtype = parse_dtype(self.dtype)
+        except ValueError:
+            raise SystemExit(f"--dtype {self.dtype!r} is not a floating torch dtype; use e.g. bfloat16 or "
+                             "float16") from None
+        # zoo.load reads no Lightning checkpoint yet: that comes with zoo/loading.py's fold into the lazy exports
+        src = ZooModule.from_checkpoint(self.source) if self.source.endswith(".ckpt") else zoo.load(self.source)
+        if dtype is not None:
+            src = src.store_as_(dtype)
+        result = zoo.publish(src, self.repo, card=card, endpoint=self.endpoint, token=self.token, private=self.private,
+                             max_shard_bytes=int(self.max_shard_mb * 1024**2))
+        print(f"repo   {result['repo']}")
+        if result["commit"]:
+            print(f"commit {result['commit']}  (pin this as the catalog entry's revision)")
+        print(_table([[n, f["sha256"], str(f["size"])] for n, f in result["files"].items()],
+                     ["file", "sha256", "bytes"]))
+
+
+@core.command("train", "run a recipe (LightningCLI YAML) from scratch")
+class Train(Options):
+    recipe: str = arg("a recipe file, e.g. the one `zoo recipe escaip/tiny_emt --out tiny_emt.yaml` copies; further "
+                      "--a.b=c arguments override the recipe")
+    ckpt_path: str | None = option(None, "resume from this Lightning checkpoint, or 'last' (the newest last.ckpt of "
+                                   "the recipe's ModelCheckpoint, if any: safe to pass on a first run)")
+    overrides: list[str] = rest()
+
+    def run(self) -> None:
+        from zoo.train import final_checkpoints, run_recipe
+
+        cli = run_recipe(self.recipe, self.overrides, init_from=getattr(self, "name", None), ckpt_path=self.ckpt_path)
+        for path in final_checkpoints(cli.trainer):
+            print(f"final state: {path} (`zoo publish {path} FOLDER` makes a repo of it)")
+
+
+@core.command("finetune", "run a recipe starting from a pretrained model's weights")
+class Finetune(Options):
+    name: str = arg("catalog name, hf://owner/repo or a local repo folder")
+    recipe: str = arg("a recipe file for the same module, e.g. for escaip-tiny-emt the one `zoo recipe escaip/tiny_emt "
+                      "--out tiny_emt.yaml` copies; further --a.b=c arguments override it")
+    ckpt_path: str | None = option(None, "resume an interrupted fine-tune from this Lightning checkpoint, or 'last'")
+    overrides: list[str] = rest()
+
+    run = Train.run  # from the weights of the model `name`
+
+
+@core.command("recipe", "list the training recipes, print one, or copy one (works from an installed zoo)")
+class Recipe(Options):
+    name: str | None = arg("e.g. chess/small_cpu (a .yaml is implied) or a folder such as chess", None)
+    out: str | None = option(None, "copy the recipe (or folder) here instead of printing it")
+
+    def run(self) -> None:
+        from zoo.recipes import copy_recipe, find_recipe, list_recipes
+
+        if self.name is None:
+            print("\n".join(list_recipes()))
+        elif self.out:
+            print(copy_recipe(self.name, self.out))
+        elif (path := find_recipe(self.name)).is_dir():
+            print("\n".join(sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())))
+        else:
+            print(path.read_text(encoding="utf-8"), end="")
+
+
+@core.command("release", "publish catalog models to their Hub homes and write their pins back")
+class Release(HubOptions):
+    names: list[str] | None = arg("catalog names (default: every entry)", None, nargs="*")
+    dry_run: bool = option(False, "list each entry's Hub home, pins and action; change nothing")
+    json: bool = option(False, "with --dry-run: print the plan as JSON")
+    pins_out: str | None = option(None, "write the pins to this JSON file instead of each method's pins.json")
+    message: str | None = option(None, "commit message (default: 'zoo release of NAME')")
+
+    def run(self) -> None:
+        from zoo.release import plan, release
+
+        if not self.dry_run:
+            result = release(self.names or None, endpoint=self.endpoint, token=self.token, pins_out=self.pins_out,
+                             message=self.message)
+            print(f"released {len(result['released'])}, skipped {len(result['skipped'])}; pins written to "
+                  f"{', '.join(result['pins_files']) or 'nothing'} (review them with `git diff`)")
+        elif self.json:
+            print_json(plan(self.names or None))
+        else:
+            for row in plan(self.names or None):
+                print(f"{row['name']}  ->  hf://{row['hub_repo']}@{row['revision'] or 'main'}")
+                print(f"  action: {row['action']}")
+                for path, pin in row["files"].items():
+                    print(f"  {path:32s} {pin['sha256']}  {pin['size']:>10d} B")
+                for url in row["upstream"]:
+                    print(f"  upstream {url}")
 
 
 # ----------------------------------------------------------------------------- parser
-def _add_hub_options(p) -> None:
-    p.add_argument("--endpoint", help="Hub endpoint (default: $ZOO_HF_ENDPOINT or huggingface.co)")
-    p.add_argument("--token", help="Hub token (default: huggingface_hub's login)")
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="zoo", description="A PyTorch Lightning model zoo with pretrained checkpoints.")
     parser.add_argument("--version", action="version", version=f"zoo {__import__('zoo').__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    p = commands.add_parser("list", help="list catalog models")
-    p.add_argument("pattern", nargs="?", help="shell-style name pattern, e.g. 'chess-*'")
-    p.add_argument("--method", help="only this method's models")
-    p.add_argument("--json", action="store_true", help="print names as JSON")
-    p.set_defaults(func=cmd_list)
-
-    p = commands.add_parser("info", help="show a model's catalog entry")
-    p.add_argument("name", help="catalog name")
-    p.add_argument("--json", action="store_true", help="print the entry as JSON")
-    p.set_defaults(func=cmd_info)
-
-    p = commands.add_parser("download", help="fetch and verify a model's files; print their folder")
-    p.add_argument("name", help="catalog name or hf://owner/repo")
-    p.add_argument("--revision", help="Hub branch, tag or commit (default: the catalog's pinned commit, or main)")
-    p.set_defaults(func=cmd_download)
-
-    p = commands.add_parser("load", help="load a model and print a summary")
-    add_model_argument(p, revision=True)
-    p.set_defaults(func=cmd_load)
-
-    p = commands.add_parser("publish", help="write a model as a Hub repo into a folder, or upload it (hf://owner/name)")
-    p.add_argument("source", help="catalog name, local repo folder, or a Lightning .ckpt of a zoo module (a BitDelta "
-                   "one publishes as its delta)")
-    p.add_argument("repo", help="a folder (e.g. hub/my-model) or hf://owner/name")
-    from zoo.card import CARD_SUMMARY
-
-    p.add_argument("--card", help=f"model card file: {CARD_SUMMARY}")
-    _add_hub_options(p)
-    p.add_argument("--private", action="store_true", help="create the Hub repo private")
-    p.add_argument("--max-shard-mb", type=float, default=2048, help="shard model.safetensors above this size")
-    p.add_argument("--dtype", help="cast floating weights first, e.g. bfloat16 to halve a small model's download "
-                   "(a BitDelta: its carried full-precision tensors; they still run in the base's dtype)")
-    p.set_defaults(func=cmd_publish)
-
-    p = commands.add_parser("train", help="run a recipe (LightningCLI YAML) from scratch")
-    p.add_argument("recipe", help="a recipe file, e.g. the one `zoo recipe escaip/tiny_emt --out tiny_emt.yaml` "
-                   "copies; further --a.b=c arguments override the recipe")
-    p.add_argument("--ckpt-path", help="resume from this Lightning checkpoint, or 'last' (the newest last.ckpt of the "
-                   "recipe's ModelCheckpoint, if any: safe to pass on a first run)")
-    p.set_defaults(func=cmd_train)
-
-    p = commands.add_parser("finetune", help="run a recipe starting from a pretrained model's weights")
-    p.add_argument("name", help="catalog name, hf://owner/repo or a local repo folder")
-    p.add_argument("recipe", help="a recipe file for the same module, e.g. for escaip-tiny-emt the one `zoo recipe "
-                   "escaip/tiny_emt --out tiny_emt.yaml` copies; further --a.b=c arguments override it")
-    p.add_argument("--ckpt-path", help="resume an interrupted fine-tune from this Lightning checkpoint, or 'last'")
-    p.set_defaults(func=cmd_train)
-
-    p = commands.add_parser("recipe", help="list the training recipes, print one, or copy one (works from an installed zoo)")
-    p.add_argument("name", nargs="?", help="e.g. chess/small_cpu (a .yaml is implied) or a folder such as chess")
-    p.add_argument("--out", help="copy the recipe (or folder) here instead of printing it")
-    p.set_defaults(func=cmd_recipe)
-
-    p = commands.add_parser("release", help="publish catalog models to their Hub homes and write their pins back")
-    p.add_argument("names", nargs="*", help="catalog names (default: every entry)")
-    p.add_argument("--dry-run", action="store_true", help="list each entry's Hub home, pins and action; change nothing")
-    p.add_argument("--json", action="store_true", help="with --dry-run: print the plan as JSON")
-    _add_hub_options(p)
-    p.add_argument("--pins-out", help="write the pins to this JSON file instead of each method's pins.json")
-    p.add_argument("--message", help="commit message (default: 'zoo release of NAME')")
-    p.set_defaults(func=cmd_release)
-
-    convert = commands.add_parser("convert", help="convert official checkpoints into zoo repos")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    core.register_cli(sub, None)
+    convert = sub.add_parser("convert", help="convert official checkpoints into zoo repos")
     converters = convert.add_subparsers(dest="method", metavar="METHOD", required=True)
     for hook in registry.cli_hooks().values():
-        hook(commands, converters)
+        hook(sub, converters)
     return parser
 
 
@@ -263,12 +261,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args, overrides = parser.parse_known_args(argv)
-    if args.command in ("train", "finetune"):
-        args.overrides = overrides
+    if getattr(args, "rest", None):
+        setattr(args, args.rest, overrides)
     elif overrides:
         parser.error(f"unrecognized arguments: {' '.join(overrides)}")
     try:
-        args.func(args)
+        args.run(args)
         sys.stdout.flush()  # here, not at exit, so that a closed pipe (`zoo list | head`) is caught below
     except BrokenPipeError:
         # stdout's reader left (`zoo list | head`): what Python flushes at exit goes to /dev/null, not a traceback

@@ -160,3 +160,42 @@ def test_a_closed_pipe_ends_quietly():
 
 def test_dir_lists_the_lazy_names():
     assert {"load", "publish", "download", "ZooModule", "list_models", "OfflineError"} <= set(dir(zoo))
+
+
+def test_an_options_dataclass_makes_the_parser(capsys):
+    from typing import Literal
+
+    from zoo._cli import ArgumentParser, Commands, Options, arg, option, rest
+
+    ran = []
+    group = Commands("demo", "a demo group")
+
+    @group.command("go", "run it")
+    class Go(Options):
+        src: list[str] = arg("inputs")
+        out: str = option(help="where to")
+        mode: Literal["fast", "slow"] = option("fast", "how")
+        count: int | None = option(None, "how many (default: all)", flag="--n")
+        left: str | None = option(help="one side", one_of="side")
+        right: str | None = option(help="the other side", one_of="side")
+        dry: bool = option(False, "change nothing")
+        extra: list[str] = rest()
+
+        def run(self):
+            ran.append(self)
+
+    parser = ArgumentParser(prog="zoo")
+    sub = parser.add_subparsers(dest="command", required=True)
+    group.register_cli(sub, None)
+    args, unknown = parser.parse_known_args(["demo", "go", "a", "b", "--out", "o", "--n", "3", "--left", "l", "--x=1"])
+    setattr(args, args.rest, unknown)
+    args.run(args)
+    assert ran == [Go(src=["a", "b"], out="o", mode="fast", count=3, left="l", right=None, dry=False, extra=["--x=1"])]
+    for argv, error in ((["--out", "o", "a", "--mode", "slow!"], "invalid choice"), (["a", "--left", "l"], "--out"),
+                        (["a", "--out", "o"], "one of the arguments --left --right is required"),
+                        (["a", "--out", "o", "--left", "l", "--right", "r"], "not allowed with")):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["demo", "go", *argv])
+        assert error in capsys.readouterr().err
+    help_text = " ".join(sub.choices["demo"]._actions[-1].choices["go"].format_help().split())
+    assert "--n N how many (default: all)" in help_text and "--mode {fast,slow} how (default: fast)" in help_text

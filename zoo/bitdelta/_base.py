@@ -14,7 +14,7 @@ from torch import nn
 from zoo.bitdelta.delta import check_same_kind
 from zoo.io import CONFIG_NAME, dtype_name
 
-__all__ = ["load_model", "load_pair", "weights_dtype", "is_zoo_ref", "base_source"]
+__all__ = ["load_model", "load_pair", "weights_dtype", "is_zoo_ref", "default_tokenizer", "base_source"]
 
 
 def is_zoo_ref(ref: str) -> bool:
@@ -32,6 +32,22 @@ def is_zoo_ref(ref: str) -> bool:
     except UnknownModelError:
         return False
     return True
+
+
+def default_tokenizer(*refs: str | None) -> str:
+    """The tokenizer of the first of ``refs`` that names one: a model folder with a tokenizer of its own, or a
+    Hugging Face repo id (not a zoo model); else bytes (the zoo's byte-level models)."""
+    for ref in refs:
+        if not ref:
+            continue
+        path = Path(ref).expanduser()
+        if path.is_dir():
+            if (path / "tokenizer.json").exists() or (path / "tokenizer_config.json").exists():
+                return str(path)
+            continue
+        if not is_zoo_ref(ref):
+            return ref
+    return "bytes"
 
 
 def _beside(ref: str, folder: str | os.PathLike | None) -> str:

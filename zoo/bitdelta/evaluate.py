@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from zoo.bitdelta._base import load_model
 from zoo.bitdelta.data import load_token_rows
 from zoo.bitdelta.module import causal_lm_loss, model_logits
 
@@ -75,3 +76,23 @@ def recovered_fraction(nll_base: float, nll_finetune: float, nll_delta: float) -
         raise ValueError(f"the fine-tune ({nll_finetune:.4f}) does not improve on the base ({nll_base:.4f}) on this text")
     return (nll_base - nll_delta) / gain
 
+
+def compare_delta(delta: nn.Module, data: str | os.PathLike | torch.Tensor, *, finetune: str | None = None,
+                  base: str | None = None, relative_to: str | os.PathLike | None = None, **opts) -> dict:
+    """The :func:`perplexity` of a loaded ``delta`` on ``data`` ("bitdelta"); given the ``finetune`` it compresses,
+    also the fine-tune's and the base's (``base``, else the one the delta names, found beside ``relative_to``), the
+    :func:`logit_agreement` with the fine-tune and, where the fine-tune improves on the base, the
+    :func:`recovered_fraction`. ``opts``: :func:`perplexity`'s tokenizer, max_length and batch_size."""
+    results = {"bitdelta": perplexity(delta, data, **opts)}
+    if finetune:
+        dtype = delta.hparams.base_dtype
+        tuned = load_model(finetune, dtype=dtype)
+        results["finetune"] = perplexity(tuned, data, **opts)
+        results["agreement"] = logit_agreement(delta, tuned, data, **opts)
+        base_model = load_model(base or delta.hparams.base, revision=delta.hparams.base_revision, dtype=dtype,
+                                relative_to=relative_to)
+        results["base"] = perplexity(base_model, data, **opts)
+        nll = {name: results[name]["nll"] for name in ("base", "finetune", "bitdelta")}
+        if nll["base"] > nll["finetune"]:
+            results["recovered"] = recovered_fraction(nll["base"], nll["finetune"], nll["bitdelta"])
+    return results

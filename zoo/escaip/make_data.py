@@ -29,12 +29,13 @@ from pathlib import Path
 
 import numpy as np
 
+from zoo._cli import option
 from zoo.errors import StorageError
 from zoo.io import atomic_path, write_text_atomic
 
-__all__ = ["Job", "MOLECULES", "SLABS", "METALS", "build_system", "plan_jobs", "plan_qm9_jobs", "select_qm9",
-           "select_smiles", "smiles_lines", "write_selection", "g2_formulas", "g2_test_molecules", "run_job",
-           "make_data"]
+__all__ = ["Job", "MOLECULES", "SLABS", "METALS", "build_system", "DataPlan", "plan_jobs", "plan_qm9_jobs",
+           "select_qm9", "select_smiles", "smiles_lines", "write_selection", "g2_formulas", "g2_test_molecules",
+           "run_job", "make_data"]
 
 
 # ============================================================================= systems
@@ -390,6 +391,65 @@ def plan_qm9_jobs(n_molecules: int, per_block: int, temperatures, frames: int, s
             jobs.append(Job("pair", f"m{first:05d}", 0.0, seed, count * len(PAIR_CONTACTS), 0, 0.0, len(PAIR_CONTACTS)))
     jobs += [Job("bulk", metal, 0.0, seed, bulk_frames, 0, 0.0, segment_frames) for metal in metals]
     return jobs
+
+
+@dataclass(kw_only=True)
+class DataPlan:
+    """What one run makes; each field is also a ``zoo escaip make-data`` option, with this help."""
+
+    qm9: int | None = option(None, "N QM9 molecules (no g2 formula) in blocks, with molecule pairs and strained EMT "
+                             "bulk metals, instead of the named systems; needs `pip install qm9pack`", metavar="N",
+                             one_of="mode")
+    smiles: str | None = option(None, "as --qm9, for the molecules a SMILES list names (one per line, RDKit "
+                                "conformers; no g2 formula); needs `pip install rdkit`", metavar="FILE", one_of="mode")
+    g2: bool = option(False, "the g2 test set instead: xTB MD of every closed-shell H/C/N/O/F g2 molecule (defaults: "
+                      "500 K, 25 frames, stride 40)", one_of="mode")
+    molecules: list[str] | None = option(None, "molecule names (default: all; `--molecules` alone: none)", nargs="*")
+    slabs: list[str] | None = option(None, "slab names (default: all; `--slabs` alone: none)", nargs="*")
+    temperatures: list[float] | None = option(None, "thermostat temperatures, K (default: 300 500 800; --qm9: 300 600 "
+                                              "1000, cycled over blocks)")
+    seeds: int = option(2, "trajectories per named system and temperature")
+    frames: int | None = option(None, "frames per trajectory (default: 300; --qm9: 9 per molecule, two thirds MD and "
+                                "one third displaced copies)")
+    slab_frames: int = option(100, "frames per slab trajectory, or per bulk metal (--qm9)")
+    stride: int | None = option(None, "MD steps between saved frames (default: 10; --qm9: 8)")
+    segment_frames: int = option(25, "frames per resumable segment file")
+    qm9_source: str | None = option(None, "folder of qm9pack's qm9_part*.csv (default: the installed qm9pack)")
+    block_molecules: int = option(50, "--qm9: molecules per block (the unit of splits)")
+    no_pairs: bool = option(False, "--qm9: no molecule pairs")
+    metals: list[str] | None = option(None, "--qm9: EMT bulk metals (default: all; `--metals` alone: none)", nargs="*")
+    seed: int = option(0, "--qm9 and --g2: seed of the selection and the MD")
+
+    def jobs(self, out: str | os.PathLike) -> list[Job]:
+        """The jobs: ``qm9`` molecules or a ``smiles`` list (the selection is written to ``out`` once), the ``g2``
+        test set, or else the named molecules and slabs."""
+        temperatures, frames, stride, seed = self.temperatures, self.frames, self.stride, self.seed
+        if self.qm9 is not None or self.smiles:
+            metals = list(METALS) if self.metals is None else self.metals
+            unknown = sorted(set(metals) - set(METALS))
+            if (self.qm9 is not None and self.qm9 < 1) or unknown:
+                raise ValueError(f"unknown metals {unknown}; choose from {list(METALS)}" if unknown
+                                 else "--qm9 needs a positive number of molecules")
+            # the selection is made once (a resumed run reads it back), so the count comes without building molecules
+            if self.smiles:
+                n_molecules, select = len(smiles_lines(self.smiles)), lambda: select_smiles(self.smiles, seed)
+            else:
+                n_molecules, select = self.qm9, lambda: select_qm9(self.qm9, seed, self.qm9_source)
+            write_selection(out, select, n_molecules)
+            return plan_qm9_jobs(n_molecules, self.block_molecules, temperatures or [300.0, 600.0, 1000.0],
+                                 frames or 9, stride or 8, seed, not self.no_pairs, metals, self.slab_frames,
+                                 self.segment_frames)
+        if self.g2:
+            frames = frames or 25
+            return [Job("g2", name, float(t), seed, frames, stride or 40, 0.5, frames)
+                    for name in g2_test_molecules() for t in temperatures or [500.0]]
+        molecules = sorted(MOLECULES) if self.molecules is None else self.molecules
+        slabs = sorted(SLABS) if self.slabs is None else self.slabs
+        unknown = sorted(set(molecules) - set(MOLECULES)) + sorted(set(slabs) - set(SLABS))
+        if unknown:
+            raise ValueError(f"unknown systems {unknown}; see `zoo escaip make-data OUT --list`")
+        return plan_jobs(molecules, slabs, temperatures or [300.0, 500.0, 800.0], self.seeds, frames or 300,
+                         self.slab_frames, stride or 10, self.segment_frames)
 
 
 def _segments_done(out: Path, job: Job) -> list[Path]:

@@ -4,23 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
-from zoo._cli import add_model_argument, load_model, print_json
+from zoo._cli import Commands, ModelOptions, Options, arg, load_model, option, print_json
 
-_PIPELINE = "catalog name (e.g. rcg-imagenet256) or a local rcg-pipeline repo folder"
-_DTYPE = "float32 (default), bfloat16 or float16"
-
-
-def _load(args):
-    model = load_model(args)
-    if not hasattr(model, "sample"):
-        raise ValueError(f"{args.name} is a {type(model).__name__}; `zoo rcg` needs an RCG pipeline (rcg-pipeline)")
-    return model
-
-
-def _sampling_kwargs(args) -> dict:
-    keys = ("cfg", "rdm_steps", "steps", "temperature", "eta")
-    return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+rcg = Commands("rcg", "RCG: sample, reconstruct, evaluate FID")
+register_cli = rcg.register_cli
 
 
 def save_grid(images, path: str | Path, nrow: int | None = None) -> None:
@@ -49,14 +38,6 @@ def _labels(text: str | None, n: int):
     if len(ids) not in (1, n):
         raise ValueError(f"--labels needs 1 or --n ({n}) class ids, got {len(ids)}")
     return torch.tensor(ids * n if len(ids) == 1 else ids)
-
-
-def cmd_sample(args) -> None:
-    model = _load(args)
-    images = model.sample(args.n, seed=args.seed, batch_size=args.batch_size, progress=True,
-                          labels=_labels(args.labels, args.n), **_sampling_kwargs(args))
-    save_grid(images, args.out, args.nrow)
-    print(f"wrote {args.out}: {args.n} samples of {args.name} ({images.shape[-1]}x{images.shape[-2]})")
 
 
 def read_images(paths) -> list:
@@ -95,207 +76,218 @@ def fit_size(path, img, size: int, center_crop: bool):
     return img.crop((left, top, left + side, top + side)).resize((size, size), Image.BICUBIC)
 
 
-def cmd_reconstruct(args) -> None:
-    import numpy as np
-    import torch
-
-    pictures = read_images(args.images)  # before the model loads: a wrong file fails at once
-    model = _load(args)
-    size = model.image_size  # a property, so that a BitDelta of the pipeline has it too
-    images = [torch.from_numpy(np.array(fit_size(path, img, size, args.center_crop))).permute(2, 0, 1).float() / 255
-              for path, img in zip(args.images, pictures)]
-    batch = torch.stack(images)
-    out = model.reconstruct(batch, seed=args.seed, **_sampling_kwargs(args))
-    save_grid(torch.cat([batch, out.cpu()]), args.out, nrow=len(images))
-    print(f"wrote {args.out}: inputs (top row) and generations from their representations (bottom row)")
+class Tokenizer(ModelOptions):
+    name: str = arg("an RCG VQGAN, MAGE or pipeline repo folder or catalog name")
+    dtype: str | None = option(None, "float32 (default), bfloat16 or float16")
 
 
-def cmd_eval(args) -> None:
-    from zoo.rcg.eval import evaluate_fid
+class Pipeline(Tokenizer):
+    """A pipeline to sample from, and how."""
 
-    model = _load(args)
-    result = evaluate_fid(model, n=args.n, batch_size=args.batch_size, seed=args.seed, ref_stats=args.ref_stats,
-                          ref_images=args.ref_images, save_ref_stats=args.save_ref_stats,
-                          inception_score=args.inception_score, cache_dir=args.cache_dir, **_sampling_kwargs(args))
-    result["model"] = args.name
-    print_json(result, args.out)
+    name: str = arg("catalog name (e.g. rcg-imagenet256) or a local rcg-pipeline repo folder")
+    cfg: float | None = option(None, "classifier-free guidance scale (linearly ramped); default: the model's")
+    rdm_steps: int | None = option(None, "DDIM steps of the representation diffusion model")
+    eta: float | None = option(None, "DDIM eta (1.0 in the paper)")
+    steps: int | None = option(None, "MAGE decoding iterations")
+    temperature: float | None = option(None, "MAGE choice temperature")
+    seed: int = option(0, "random seed of the sampling")
+
+    def load(self):
+        model = load_model(self)
+        if not hasattr(model, "sample"):
+            raise ValueError(f"{self.name} is a {type(model).__name__}; `zoo rcg` needs an RCG pipeline (rcg-pipeline)")
+        return model
+
+    def sampling(self) -> dict:
+        """The sampling options given (the rest: the model's defaults)."""
+        keys = ("cfg", "rdm_steps", "steps", "temperature", "eta")
+        return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
 
 
-def _require_one_image_source(args) -> None:
-    if (args.folder is None) == (args.fashion_mnist is None):
-        raise SystemExit("give a folder of images or --fashion-mnist train|test (not both)")
+@rcg.command("sample", "sample images into a PNG grid")
+class Sample(Pipeline):
+    n: int = option(16, "images to sample")
+    out: str = option("grid.png", "PNG grid to write")
+    batch_size: int | None = option(None, "images per forward pass (default: all --n at once)")
+    nrow: int | None = option(None, "images per grid row (default: a square grid)")
+    labels: str | None = option(None, "class-conditional models: one class id, or one per image (comma-separated)")
+
+    def run(self) -> None:
+        images = self.load().sample(self.n, seed=self.seed, batch_size=self.batch_size, progress=True,
+                                    labels=_labels(self.labels, self.n), **self.sampling())
+        save_grid(images, self.out, self.nrow)
+        print(f"wrote {self.out}: {self.n} samples of {self.name} ({images.shape[-1]}x{images.shape[-2]})")
 
 
-def _fashion_mnist(args):
+@rcg.command("reconstruct", "generate from the representations of given images")
+class Reconstruct(Pipeline):
+    images: list[str] = arg("image files (the model's resolution)")
+    out: str = option("reconstruct.png", "PNG grid to write: the inputs, then their generations")
+    center_crop: bool = option(False, "cut out the centre square of an image of another size and resize it to the "
+                               "model's size (without it, such an image is an error, as in RCGPipeline.reconstruct)")
+
+    def run(self) -> None:
+        import numpy as np
+        import torch
+
+        pictures = read_images(self.images)  # before the model loads: a wrong file fails at once
+        model = self.load()
+        size = model.image_size  # a property, so that a BitDelta of the pipeline has it too
+        batch = torch.stack([torch.from_numpy(np.array(fit_size(path, img, size, self.center_crop))).permute(2, 0, 1)
+                             for path, img in zip(self.images, pictures)]).float() / 255
+        out = model.reconstruct(batch, seed=self.seed, **self.sampling())
+        save_grid(torch.cat([batch, out.cpu()]), self.out, nrow=len(pictures))
+        print(f"wrote {self.out}: inputs (top row) and generations from their representations (bottom row)")
+
+
+@rcg.command("eval", "FID of samples against reference statistics or a folder of images")
+class Eval(Pipeline):
+    n: int = option(50000, "samples to generate")
+    batch_size: int = option(50, "images per forward pass")
+    ref_stats: str | None = option(help="mu/sigma .npz (e.g. ADM's ImageNet 256 reference statistics)", one_of="ref")
+    ref_images: str | None = option(help="folder of real images", one_of="ref")
+    save_ref_stats: str | None = option(None, "with --ref-images: also write their mu/sigma .npz")
+    inception_score: bool = option(False, "also compute IS (needs classifier weights)")
+    out: str | None = option(None, "write the metrics as JSON")
+    cache_dir: str | None = option(None, "keep per-batch sample features here; a rerun resumes from them")
+
+    def run(self) -> None:
+        from zoo.rcg.eval import evaluate_fid
+
+        result = evaluate_fid(self.load(), n=self.n, batch_size=self.batch_size, seed=self.seed,
+                              ref_stats=self.ref_stats, ref_images=self.ref_images,
+                              save_ref_stats=self.save_ref_stats, inception_score=self.inception_score,
+                              cache_dir=self.cache_dir, **self.sampling())
+        print_json({**result, "model": self.name}, self.out)
+
+
+class Images(Options):
+    """Real images: a folder, or a Fashion-MNIST split."""
+
+    folder: str | None = arg("folder of real images", None)
+    fashion_mnist: Literal["train", "test"] | None = option(None, "use this Fashion-MNIST split instead")
+    root: str = option("/usr/share/datasets/fashion-mnist", "Fashion-MNIST idx folder")
+
+    def __post_init__(self) -> None:
+        if (self.folder is None) == (self.fashion_mnist is None):
+            raise SystemExit("give a folder of images or --fashion-mnist train|test (not both)")
+
+
+def _fashion_mnist(o: Images):
     """The --fashion-mnist split as uint8 RGB images (N, 3, 28, 28), the grey channel repeated."""
     import torch
 
     from zoo.rcg.data import FashionMNIST
 
-    return torch.from_numpy(FashionMNIST(args.root, args.fashion_mnist).images)[:, None].expand(-1, 3, -1, -1)
+    return torch.from_numpy(FashionMNIST(o.root, o.fashion_mnist).images)[:, None].expand(-1, 3, -1, -1)
 
 
-def cmd_tokenizer_fid(args) -> None:
-    import numpy as np
-    import torch
+@rcg.command("tokenizer-fid", "FID of the tokenizer's reconstructions of real images (a generator's floor)")
+class TokenizerFID(Images, Tokenizer):
+    folder: str | None = arg("folder of real images (the first --n are used)", None)
+    fashion_mnist: Literal["train", "test"] | None = option(None, "use --n random images of this split instead")
+    n: int = option(2000, "real images to reconstruct")
+    seed: int = option(0, "which Fashion-MNIST images (numpy default_rng(seed).choice)")
+    ref_stats: str = option(help="mu/sigma .npz of the reference images (zoo rcg ref-stats)")
+    batch_size: int = option(50, "images per forward pass")
+    out: str | None = option(None, "write the metrics as JSON")
 
-    from zoo.rcg.eval import evaluate_tokenizer_fid, iter_image_folder
+    def run(self) -> None:
+        import numpy as np
+        import torch
 
-    _require_one_image_source(args)
-    model = load_model(args)
-    tokenizer = getattr(model, "vqgan", None)
-    if tokenizer is None:
-        raise SystemExit(f"{args.name} is a {type(model).__name__} without a tokenizer; give an RCG VQGAN, MAGE or "
-                         "pipeline repo")
-    if args.fashion_mnist is not None:
-        pool = _fashion_mnist(args)
-        if not 0 < args.n <= len(pool):
-            raise SystemExit(f"--n must lie in 1..{len(pool)} for Fashion-MNIST {args.fashion_mnist}")
-        images = pool[np.random.default_rng(args.seed).choice(len(pool), args.n, replace=False)]
-        source = f"fashion-mnist:{args.fashion_mnist}, {args.n} images drawn with seed {args.seed}"
-    else:
-        images = torch.cat(list(iter_image_folder(args.folder, limit=args.n)))
-        source = f"{args.folder}, the first {images.shape[0]} images"
-    result = evaluate_tokenizer_fid(tokenizer, images, ref_stats=args.ref_stats, batch_size=args.batch_size)
-    result.update(model=args.name, images=source)
-    print_json(result, args.out)
+        from zoo.rcg.eval import evaluate_tokenizer_fid, iter_image_folder
+
+        model = load_model(self)
+        tokenizer = getattr(model, "vqgan", None)
+        if tokenizer is None:
+            raise SystemExit(f"{self.name} is a {type(model).__name__} without a tokenizer; give an RCG VQGAN, MAGE "
+                             "or pipeline repo")
+        if self.fashion_mnist is not None:
+            pool = _fashion_mnist(self)
+            if not 0 < self.n <= len(pool):
+                raise SystemExit(f"--n must lie in 1..{len(pool)} for Fashion-MNIST {self.fashion_mnist}")
+            images = pool[np.random.default_rng(self.seed).choice(len(pool), self.n, replace=False)]
+            source = f"fashion-mnist:{self.fashion_mnist}, {self.n} images drawn with seed {self.seed}"
+        else:
+            images = torch.cat(list(iter_image_folder(self.folder, limit=self.n)))
+            source = f"{self.folder}, the first {images.shape[0]} images"
+        result = evaluate_tokenizer_fid(tokenizer, images, ref_stats=self.ref_stats, batch_size=self.batch_size)
+        print_json({**result, "model": self.name, "images": source}, self.out)
 
 
-def _reference_batches(args):
+def _reference_batches(o: RefStats):
     """(name, uint8 batches) of the images ref-stats reads: a folder, or a Fashion-MNIST split."""
     from zoo.rcg.eval import iter_image_folder
 
-    if args.fashion_mnist is None:
-        return str(args.folder), iter_image_folder(args.folder, args.batch_size)
-    images = _fashion_mnist(args)
-    return f"fashion-mnist:{args.fashion_mnist}", (images[i:i + args.batch_size]
-                                                    for i in range(0, len(images), args.batch_size))
+    if o.fashion_mnist is None:
+        return str(o.folder), iter_image_folder(o.folder, o.batch_size)
+    images = _fashion_mnist(o)
+    return f"fashion-mnist:{o.fashion_mnist}", (images[i:i + o.batch_size] for i in range(0, len(images), o.batch_size))
 
 
-def cmd_ref_stats(args) -> None:
-    import torch
-    from tqdm.auto import tqdm
+@rcg.command("ref-stats", "FID reference statistics (mu/sigma .npz) of a folder of images")
+class RefStats(Images):
+    out: str = option(help="the .npz to write")
+    batch_size: int = option(100, "images per forward pass")
+    cache_dir: str | None = option(None, "keep per-batch features here; a rerun resumes from them")
+    device: str = option("cpu", "torch device")
 
-    from zoo.rcg.eval import FeatureCache, InceptionFeatures, cached_features, save_reference_stats
+    def run(self) -> None:
+        import torch
+        from tqdm.auto import tqdm
 
-    _require_one_image_source(args)
-    source, batches = _reference_batches(args)
-    cache = FeatureCache(args.cache_dir, {"images": source, "batch_size": args.batch_size}) if args.cache_dir else None
-    net = InceptionFeatures().to(args.device)
-    feats = torch.cat([cached_features(cache, i * args.batch_size, len(batch), lambda: net(batch.to(args.device)).cpu())
-                       for i, batch in enumerate(tqdm(batches, desc="reference features", unit="batch"))])
-    save_reference_stats(args.out, feats)
-    print(f"wrote {args.out}: mu/sigma of {feats.shape[0]} images ({source})")
+        from zoo.rcg.eval import FeatureCache, InceptionFeatures, cached_features, save_reference_stats
 
-
-def cmd_assemble(args) -> None:
-    import zoo
-    from zoo.rcg.module import MAGEModule, RDMModule
-    from zoo.rcg.pipeline import RCGPipeline
-
-    rdm, mage = zoo.load(args.rdm), zoo.load(args.mage)
-    for model, kind, flag in ((rdm, RDMModule, "--rdm"), (mage, MAGEModule, "--mage")):
-        if not isinstance(model, kind):
-            raise SystemExit(f"{flag} must be a trained {kind.model_type} repo, got a {model.model_type}")
-    sampling = json.loads(args.sampling) if args.sampling else None
-    pipeline = RCGPipeline.from_stages(rdm, mage, sampling=sampling)
-    names = pipeline.save_pretrained(args.out)
-    print(f"wrote {args.out} ({', '.join(names)}): RCG pipeline of {args.rdm} (EMA) + {args.mage}; "
-          f"sample with `zoo rcg sample {args.out}`")
+        source, batches = _reference_batches(self)
+        size, device = self.batch_size, self.device
+        cache = FeatureCache(self.cache_dir, {"images": source, "batch_size": size}) if self.cache_dir else None
+        net = InceptionFeatures().to(device)
+        feats = torch.cat([cached_features(cache, i * size, len(batch), lambda: net(batch.to(device)).cpu())
+                           for i, batch in enumerate(tqdm(batches, desc="reference features", unit="batch"))])
+        save_reference_stats(self.out, feats)
+        print(f"wrote {self.out}: mu/sigma of {feats.shape[0]} images ({source})")
 
 
-def cmd_convert(args) -> None:
-    from zoo.rcg.convert import convert_files
+@rcg.command("assemble", "join trained stages (an RDM and a conditioned MAGE repo) into a pipeline")
+class Assemble(Options):
+    rdm: str = option(help="rcg-rdm repo folder (its EMA weights are used)")
+    mage: str = option(help="rcg-mage repo folder (brings the encoder and tokenizer)")
+    out: str = option(help="output repo folder")
+    sampling: str | None = option(None, 'JSON of sampling defaults, e.g. \'{"cfg": 2.0, "temperature": 4.5}\'')
 
-    config = None
-    if args.config:
-        text = Path(args.config).read_text() if Path(args.config).is_file() else args.config
-        try:
-            config = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"--config must be JSON or a JSON file: {err}") from None
-    module = convert_files(args.src, args.out, config)
-    print(f"wrote {args.out}: {type(module).__name__} ({module.model_type}); load it with zoo.load({str(args.out)!r})")
+    def run(self) -> None:
+        import zoo
+        from zoo.rcg.module import MAGEModule, RDMModule
+        from zoo.rcg.pipeline import RCGPipeline
+
+        rdm, mage = zoo.load(self.rdm), zoo.load(self.mage)
+        for model, kind, flag in ((rdm, RDMModule, "--rdm"), (mage, MAGEModule, "--mage")):
+            if not isinstance(model, kind):
+                raise SystemExit(f"{flag} must be a trained {kind.model_type} repo, got a {model.model_type}")
+        pipeline = RCGPipeline.from_stages(rdm, mage, sampling=json.loads(self.sampling) if self.sampling else None)
+        names = pipeline.save_pretrained(self.out)
+        print(f"wrote {self.out} ({', '.join(names)}): RCG pipeline of {self.rdm} (EMA) + {self.mage}; "
+              f"sample with `zoo rcg sample {self.out}`")
 
 
-def _add_sampling(p) -> None:
-    p.add_argument("--cfg", type=float, help="classifier-free guidance scale (linearly ramped); default: the model's")
-    p.add_argument("--rdm-steps", type=int, help="DDIM steps of the representation diffusion model")
-    p.add_argument("--eta", type=float, help="DDIM eta (1.0 in the paper)")
-    p.add_argument("--steps", type=int, help="MAGE decoding iterations")
-    p.add_argument("--temperature", type=float, help="MAGE choice temperature")
-    p.add_argument("--seed", type=int, default=0, help="random seed of the sampling")
+@rcg.command(None, "official MoCo v3 / MAGE / RDM / VQGAN checkpoints -> zoo repos")
+class Convert(Options):
+    src: list[str] = arg("one checkpoint (-> its stage), or a MAGE + an RDM checkpoint (-> pipeline)")
+    out: str = option(help="output repo folder")
+    config: str | None = option(None, "JSON (or JSON file) of config overrides, e.g. '{\"encoder\": {\"num_heads\": "
+                                "2}}'")
 
+    def run(self) -> None:
+        from zoo.rcg.convert import convert_files
 
-def register_cli(commands, convert) -> None:
-    rcg = commands.add_parser("rcg", help="RCG: sample, reconstruct, evaluate FID")
-    sub = rcg.add_subparsers(dest="rcg_command", metavar="COMMAND", required=True)
-
-    p = sub.add_parser("sample", help="sample images into a PNG grid")
-    add_model_argument(p, _PIPELINE, dtype=_DTYPE)
-    p.add_argument("--n", type=int, default=16, help="images to sample")
-    p.add_argument("--out", default="grid.png", help="PNG grid to write")
-    p.add_argument("--batch-size", type=int, help="images per forward pass (default: all --n at once)")
-    p.add_argument("--nrow", type=int, help="images per grid row (default: a square grid)")
-    p.add_argument("--labels", help="class-conditional models: one class id, or one per image (comma-separated)")
-    _add_sampling(p)
-    p.set_defaults(func=cmd_sample)
-
-    p = sub.add_parser("reconstruct", help="generate from the representations of given images")
-    add_model_argument(p, _PIPELINE, dtype=_DTYPE)
-    p.add_argument("images", nargs="+", help="image files (the model's resolution)")
-    p.add_argument("--out", default="reconstruct.png", help="PNG grid to write: the inputs, then their generations")
-    p.add_argument("--center-crop", action="store_true",
-                   help="cut out the centre square of an image of another size and resize it to the model's size "
-                        "(without it, such an image is an error, as in RCGPipeline.reconstruct)")
-    _add_sampling(p)
-    p.set_defaults(func=cmd_reconstruct)
-
-    p = sub.add_parser("eval", help="FID of samples against reference statistics or a folder of images")
-    add_model_argument(p, _PIPELINE, dtype=_DTYPE)
-    p.add_argument("--n", type=int, default=50000, help="samples to generate")
-    p.add_argument("--batch-size", type=int, default=50, help="images per forward pass")
-    ref = p.add_mutually_exclusive_group(required=True)
-    ref.add_argument("--ref-stats", help="mu/sigma .npz (e.g. ADM's ImageNet 256 reference statistics)")
-    ref.add_argument("--ref-images", help="folder of real images")
-    p.add_argument("--save-ref-stats", help="with --ref-images: also write their mu/sigma .npz")
-    p.add_argument("--inception-score", action="store_true", help="also compute IS (needs classifier weights)")
-    p.add_argument("--out", help="write the metrics as JSON")
-    p.add_argument("--cache-dir", help="keep per-batch sample features here; a rerun resumes from them")
-    _add_sampling(p)
-    p.set_defaults(func=cmd_eval)
-
-    p = sub.add_parser("tokenizer-fid", help="FID of the tokenizer's reconstructions of real images (a generator's floor)")
-    add_model_argument(p, "an RCG VQGAN, MAGE or pipeline repo folder or catalog name", dtype=_DTYPE)
-    p.add_argument("folder", nargs="?", help="folder of real images (the first --n are used)")
-    p.add_argument("--fashion-mnist", choices=("train", "test"), help="use --n random images of this split instead")
-    p.add_argument("--root", default="/usr/share/datasets/fashion-mnist", help="Fashion-MNIST idx folder")
-    p.add_argument("--n", type=int, default=2000, help="real images to reconstruct")
-    p.add_argument("--seed", type=int, default=0, help="which Fashion-MNIST images (numpy default_rng(seed).choice)")
-    p.add_argument("--ref-stats", required=True, help="mu/sigma .npz of the reference images (zoo rcg ref-stats)")
-    p.add_argument("--batch-size", type=int, default=50, help="images per forward pass")
-    p.add_argument("--out", help="write the metrics as JSON")
-    p.set_defaults(func=cmd_tokenizer_fid)
-
-    p = sub.add_parser("ref-stats", help="FID reference statistics (mu/sigma .npz) of a folder of images")
-    p.add_argument("folder", nargs="?", help="folder of real images")
-    p.add_argument("--fashion-mnist", choices=("train", "test"), help="use this Fashion-MNIST split instead")
-    p.add_argument("--root", default="/usr/share/datasets/fashion-mnist", help="Fashion-MNIST idx folder")
-    p.add_argument("--out", required=True, help="the .npz to write")
-    p.add_argument("--batch-size", type=int, default=100, help="images per forward pass")
-    p.add_argument("--cache-dir", help="keep per-batch features here; a rerun resumes from them")
-    p.add_argument("--device", default="cpu", help="torch device")
-    p.set_defaults(func=cmd_ref_stats)
-
-    p = sub.add_parser("assemble", help="join trained stages (an RDM and a conditioned MAGE repo) into a pipeline")
-    p.add_argument("--rdm", required=True, help="rcg-rdm repo folder (its EMA weights are used)")
-    p.add_argument("--mage", required=True, help="rcg-mage repo folder (brings the encoder and tokenizer)")
-    p.add_argument("--out", required=True, help="output repo folder")
-    p.add_argument("--sampling", help='JSON of sampling defaults, e.g. \'{"cfg": 2.0, "temperature": 4.5}\'')
-    p.set_defaults(func=cmd_assemble)
-
-    p = convert.add_parser("rcg", help="official MoCo v3 / MAGE / RDM / VQGAN checkpoints -> zoo repos")
-    p.add_argument("src", nargs="+", help="one checkpoint (-> its stage), or a MAGE + an RDM checkpoint (-> pipeline)")
-    p.add_argument("--out", required=True, help="output repo folder")
-    p.add_argument("--config", help="JSON (or JSON file) of config overrides, e.g. '{\"encoder\": {\"num_heads\": 2}}'")
-    p.set_defaults(func=cmd_convert)
+        config = None
+        if self.config:
+            text = Path(self.config).read_text() if Path(self.config).is_file() else self.config
+            try:
+                config = json.loads(text)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"--config must be JSON or a JSON file: {err}") from None
+        module = convert_files(self.src, self.out, config)
+        print(f"wrote {self.out}: {type(module).__name__} ({module.model_type}); load it with "
+              f"zoo.load({str(self.out)!r})")
