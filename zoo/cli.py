@@ -142,7 +142,7 @@ class Publish(HubOptions):
 
     def run(self) -> None:
         import zoo
-        from zoo.module import ZooModule, parse_dtype
+        from zoo.module import parse_dtype
 
         card = load_card(self.card) if self.card else None  # before the model loads: a bad card leaves nothing
         try:
@@ -150,8 +150,7 @@ class Publish(HubOptions):
         except ValueError:
             raise SystemExit(f"--dtype {self.dtype!r} is not a floating torch dtype; use e.g. bfloat16 or "
                              "float16") from None
-        # zoo.load reads no Lightning checkpoint yet: that comes with zoo/loading.py's fold into the lazy exports
-        src = ZooModule.from_checkpoint(self.source) if self.source.endswith(".ckpt") else zoo.load(self.source)
+        src = zoo.load(self.source)  # a catalog name, a repo, or a Lightning .ckpt of a zoo module
         if dtype is not None:
             src = src.store_as_(dtype)
         result = zoo.publish(src, self.repo, card=card, endpoint=self.endpoint, token=self.token, private=self.private,
