@@ -304,7 +304,7 @@ def nearest_candidates(pos: Tensor, cell: Tensor, table: CandidateTable, cfg: Gr
     sq = (disp * disp).sum(-1)
     key = torch.where(table.valid & (sq <= cfg.search_radius**2), sq, math.inf)
     width = min(key.shape[1], table.width)
-    order = torch.argsort(key, 1, stable=True)[:, :width]
+    order = torch.argsort(key, dim=1, stable=True)[:, :width]
     valid = torch.isfinite(key.gather(1, order)) & (torch.arange(width, device=pos.device) < table.limit[:, None])
     order3 = order[..., None].expand(-1, -1, 3)
     return CandidateTable(torch.where(valid, table.nbr.gather(1, order), 0),
