@@ -28,7 +28,7 @@ class EScAIPCalculator(Calculator):
                  compile: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.skin = skin
-        self._skin_table = None  # (table, its positions, cell, pbc, atomic numbers)
+        self._skin_table = None  # (table or None, the positions it was built at, cell, pbc, atomic numbers)
         self.module = module.eval()
         self.device = torch.device(device) if device is not None else next(module.parameters()).device
         self.module.to(self.device)
@@ -52,20 +52,22 @@ class EScAIPCalculator(Calculator):
                                          want_stress)
 
     def _candidates(self, batch):
-        """The structure's neighbour candidates: from the skin table while it holds, else a fresh search (the
-        skin table built again beside it)."""
+        """The structure's neighbour candidates: from the skin table while it holds, else a fresh search. The skin
+        table is built on the second call on one system (a new structure each call, as in a loop over an
+        ensemble, gains nothing from it)."""
         cfg = self.module.cfg.graph
         pos, cell, pbc, numbers = batch["pos"], batch["cell"], batch["pbc"], batch["atomic_numbers"]
-        if self._skin_table is not None:
-            table, *at = self._skin_table
-            same = (len(pos) == len(at[0]) and torch.equal(cell, at[1]) and torch.equal(pbc, at[2])
-                    and torch.equal(numbers, at[3]))
-            if same and float((pos - at[0]).norm(dim=1).max()) < self.skin / 2:
+        previous = self._skin_table
+        system = (cell, pbc, numbers)
+        if previous is not None and all(torch.equal(a, b) for a, b in zip(system, previous[2:])):
+            table, built_at = previous[:2]
+            if table is not None and float((pos - built_at).norm(dim=1).max()) < self.skin / 2:
                 return nearest_candidates(pos, cell, table, cfg)
-        if self.skin > 0:
-            self._skin_table = (candidate_table(pos, cell, pbc, batch["natoms"], cfg, self.skin), pos, cell, pbc,
-                                numbers)
-        return candidate_table(pos, cell, pbc, batch["natoms"], cfg)
+            if self.skin > 0:
+                self._skin_table = (candidate_table(pos, cell, pbc, batch["natoms"], cfg, self.skin), pos, *system)
+        else:
+            self._skin_table = (None, pos, *system)
+        return candidate_table(pos, cell, pbc, batch["natoms"], cfg)  # exact: near-ties in the order of a search
 
     def calculate_many(self, images, properties=("energy", "forces"), max_atoms: int = 4096) -> list[dict]:
         """The results of many structures (an ensemble, replicas, a trajectory's frames) in few forward passes of
