@@ -60,7 +60,7 @@ def test_skin_reuses_the_candidates_with_a_fresh_search_s_results(official_repos
 @pytest.mark.slow
 def test_compiled_inference_equals_eager(official_repos):
     """torch.compile with every row padded to knn_pad_size slots: the forces of the eager path (fp32, 1e-5 eV/Å),
-    a molecule and a periodic slab, and the slot check still raises."""
+    a molecule and a periodic slab."""
     eager = zoo.load(official_repos["gradient"])
     compiled = zoo.load(official_repos["gradient"]).as_calculator(compile=True)
     slab = bulk("Cu", "fcc", a=3.61, cubic=True).repeat((2, 2, 1))
