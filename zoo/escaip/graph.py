@@ -12,6 +12,8 @@ Pipeline (per batch, vectorised over systems):
   2. per centre row, keep the T = min(knn_k + 20, candidates in the official row) nearest: table (N, W);
   3. recompute the table's displacements differentiably from ``pos`` and ``cell`` (forces and stress flow
      through distances and soft ranks), rank, build the envelope value e, keep e < 1, sort by e, pad to K.
+Steps 1-2 are ``candidate_table`` (data-dependent shapes; with a skin, reusable across MD steps through
+``nearest_candidates``), step 3 is ``ranked_graph`` (static shapes, no host syncs: it compiles).
 """
 
 from __future__ import annotations
