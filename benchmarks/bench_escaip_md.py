@@ -2,6 +2,8 @@
 
 Engines, all through their ASE calculators, in one process on one thread (OMP_NUM_THREADS=1, torch 1 thread):
   zoo    escaip-qm9-xtb (the molecule default; gradient forces), float32;
+  zooc   the same through torch.compile (``as_calculator(compile=True)``; with --compile): its first call at each
+         size compiles, and the table's last column gives those seconds;
   xtb    GFN2-xTB through tblite's ASE calculator (the labels escaip-qm9-xtb learned);
   mace   a mace-torch ScaleShiftMACE of about the zoo model's parameter count (NxOe, L=3, correlation 3, 2
          layers), random weights;
@@ -15,6 +17,8 @@ Timing on a shared machine is noisy, so every size measures its engines interlea
 MD run), several times, and reports medians; ratios are of medians taken in the same process.
 
     python benchmarks/bench_escaip_md.py                 # 9 .. 501 atoms, then the batched API
+    python benchmarks/bench_escaip_md.py --quick         # 9, 21 and 60 atoms, fewer repeats
+    python benchmarks/bench_escaip_md.py --compile       # also the compiled zoo engine
     python benchmarks/bench_escaip_md.py --sizes 21 --repeats 30
     python benchmarks/bench_escaip_md.py --scaling       # forward time of the small config, 1,000-4,000 atoms
     python benchmarks/bench_escaip_md.py --torchsim 32 2000   # batched NVE with TorchSim: drift, throughput
@@ -85,10 +89,10 @@ def systems(sizes):
 
 
 # ----------------------------------------------------------------------------- engines
-def zoo_calculator(name: str):
+def zoo_calculator(name: str, compile: bool = False):
     import zoo
 
-    return zoo.load(name).as_calculator()
+    return zoo.load(name).as_calculator(compile=compile)
 
 
 def xtb_calculator():
@@ -141,13 +145,15 @@ def ani_calculator(n_networks: int):
     return model.ase()
 
 
-def engines(zoo_name: str) -> dict:
+def engines(zoo_name: str, compile: bool) -> dict:
     import torch
 
     torch.set_num_threads(1)
     zoo_calc = zoo_calculator(zoo_name)
     n_params = sum(p.numel() for p in zoo_calc.module.model.parameters())
     found = {"zoo": (zoo_calc, f"{zoo_name}, {n_params / 1e3:.0f}k params, float32")}
+    if compile:
+        found["zooc"] = (zoo_calculator(zoo_name, compile=True), f"{zoo_name} through torch.compile (inductor)")
     peers = {
         "xtb": lambda: (xtb_calculator(), "GFN2-xTB (tblite)"),
         "mace": lambda: mace_calculator(n_params),
@@ -164,13 +170,17 @@ def engines(zoo_name: str) -> dict:
 
 
 # ----------------------------------------------------------------------------- measurements
-def ms_per_call(calcs: dict, atoms, repeats: int) -> dict[str, float]:
-    """Median ms of one energy+forces call per engine, the engines interleaved call by call."""
+def ms_per_call(calcs: dict, atoms, repeats: int) -> tuple[dict[str, float], dict[str, float]]:
+    """Median ms of one energy+forces call per engine, the engines interleaved call by call, and the seconds of
+    each engine's first call (a compile, for the compiled engine)."""
     times = {name: [] for name in calcs}
     images = {name: atoms.copy() for name in calcs}
+    first = {}
     for name, calc in calcs.items():
         images[name].calc = calc
+        start = time.perf_counter()
         images[name].get_forces()  # warm-up
+        first[name] = time.perf_counter() - start
     for rep in range(repeats):
         for name, image in images.items():
             image.rattle(1e-3, seed=rep)  # new positions: nothing is reused from the previous call
@@ -178,7 +188,7 @@ def ms_per_call(calcs: dict, atoms, repeats: int) -> dict[str, float]:
             image.get_potential_energy()
             image.get_forces()
             times[name].append(time.perf_counter() - start)
-    return {name: 1e3 * statistics.median(t) for name, t in times.items()}
+    return {name: 1e3 * statistics.median(t) for name, t in times.items()}, first
 
 
 def md_steps_per_s(calcs: dict, atoms, seconds: float, blocks: int, call_ms: dict) -> dict[str, float]:
@@ -334,11 +344,15 @@ def main() -> None:
     parser.add_argument("--md-seconds", type=float, default=0.5, help="about this long per MD block")
     parser.add_argument("--md-blocks", type=int, default=3, help="MD blocks per engine and size")
     parser.add_argument("--skip-batched", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="9, 21 and 60 atoms, 9 repeats, 2 MD blocks")
+    parser.add_argument("--compile", action="store_true", help="also the zoo through torch.compile (zooc)")
     parser.add_argument("--scaling", action="store_true",
                         help="only the forward-time scaling of the small config, 1,000 to 4,000 atoms")
     parser.add_argument("--torchsim", type=int, nargs=2, metavar=("MOLECULES", "STEPS"),
                         help="only a batched TorchSim NVE run (e.g. 32 2000; needs torch-sim-atomistic)")
     args = parser.parse_args()
+    if args.quick:
+        args.sizes, args.repeats, args.md_blocks = [9, 21, 60], 9, 2
     if args.torchsim:
         import torch
 
@@ -354,26 +368,30 @@ def main() -> None:
 
     import torch
 
-    calcs = engines(args.model)
+    calcs = engines(args.model, args.compile)
     torch.set_num_threads(1)
     print(f"threads: torch {torch.get_num_threads()}, OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}")
     for name, (_, label) in calcs.items():
         print(f"  {name:5s} {label}")
     calcs = {name: calc for name, (calc, _) in calcs.items()}
-    peers = [name for name in calcs if name != "zoo"]
+    zoos = [name for name in calcs if name.startswith("zoo")]
+    peers = [name for name in calcs if name not in zoos]
+    ratios = [(z, p) for z in zoos for p in peers]
     head = (f"{'atoms':>5} | " + " ".join(f"{n + ' ms':>9}" for n in calcs) + " | "
-            + " ".join(f"{n + ' st/s':>10}" for n in calcs) + " | " + " ".join(f"{'vs ' + n:>8}" for n in peers))
+            + " ".join(f"{n + ' st/s':>10}" for n in calcs) + " | "
+            + " ".join(f"{z + '/' + p:>9}" for z, p in ratios) + (" | compile s" if "zooc" in calcs else ""))
     print(f"\nms per energy+forces call (median of {args.repeats} calls) and MD steps/s (median of {args.md_blocks} "
-          f"blocks of ~{args.md_seconds} s); 'vs X' = zoo steps/s / X steps/s")
+          f"blocks of ~{args.md_seconds} s); 'Z/X' = Z's MD steps/s over X's")
     print(head)
     print("-" * len(head))
     for n, atoms in systems(args.sizes).items():
         # a 501-atom xTB call takes seconds: fewer repeats there
-        call = ms_per_call(calcs, atoms, args.repeats if n < 200 else max(3, args.repeats // 5))
+        call, first = ms_per_call(calcs, atoms, args.repeats if n < 200 else max(3, args.repeats // 5))
         rate = md_steps_per_s(calcs, atoms, args.md_seconds, args.md_blocks, call)
         print(f"{n:>5} | " + " ".join(f"{call[k]:>9.2f}" for k in calcs) + " | "
               + " ".join(f"{rate[k]:>10.3g}" for k in calcs) + " | "
-              + " ".join(f"{rate['zoo'] / rate[k]:>8.2f}" for k in peers), flush=True)
+              + " ".join(f"{rate[z] / rate[p]:>9.2f}" for z, p in ratios)
+              + (f" | {first['zooc']:9.0f}" if "zooc" in calcs else ""), flush=True)
     if not args.skip_batched:
         batched(calcs["zoo"], max(3, args.repeats // 5))
 

@@ -6,6 +6,10 @@ import torch
 from ase.calculators.calculator import Calculator, PropertyNotImplementedError, all_changes
 from ase.stress import full_3x3_to_voigt_6_stress
 
+from zoo.escaip.data import atoms_to_batch
+from zoo.escaip.graph import candidate_table, nearest_candidates
+from zoo.escaip.module import validate_inputs
+
 __all__ = ["EScAIPCalculator"]
 
 
@@ -13,10 +17,18 @@ class EScAIPCalculator(Calculator):
     """Energy (eV), forces (eV/Å) and, for gradient-force models on fully periodic cells, stress (eV/Å^3).
 
     Direct-force models predict forces with a head (not -dE/dx), so they offer no stress.
+
+    Successive calls on one structure (MD, relaxations) reuse its neighbour candidates, as ASE's ``NeighborList``
+    does: found once within the search radius plus ``skin`` (Å), they serve until an atom has moved more than
+    half the skin, with the same graph as a fresh search. ``compile=True`` runs the model through
+    ``torch.compile`` (``EScAIP.compile_inference``): minutes of compiling per atom count, for long MD runs.
     """
 
-    def __init__(self, module, device: str | torch.device | None = None, **kwargs):
+    def __init__(self, module, device: str | torch.device | None = None, *, skin: float = 0.5,
+                 compile: bool = False, **kwargs):
         super().__init__(**kwargs)
+        self.skin = skin
+        self._skin_table = None  # (table or None, the positions it was built at, cell, pbc, atomic numbers)
         self.module = module.eval()
         self.device = torch.device(device) if device is not None else next(module.parameters()).device
         self.module.to(self.device)
@@ -26,10 +38,36 @@ class EScAIPCalculator(Calculator):
         if module.model.gradient:
             props.append("stress")
         self.implemented_properties = props
+        if compile:
+            module.model.compile_inference()
 
     def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
         super().calculate(atoms, properties, system_changes)
-        self.results = self.calculate_many([self.atoms], properties)[0]
+        want_stress = self._check_stress(properties, [self.atoms])
+        batch = atoms_to_batch([self.atoms], self.device)
+        validate_inputs(batch, self.module.scaling, self.module.cfg.max_num_elements)
+        out = self.module._predict_valid(batch, stress=want_stress if self.module.model.gradient else None,
+                                         table=self._candidates(batch))
+        self.results = self._ase_results({key: value if key == "forces" else value[0] for key, value in out.items()},
+                                         want_stress)
+
+    def _candidates(self, batch):
+        """The structure's neighbour candidates: from the skin table while it holds, else a fresh search. The skin
+        table is built on the second call on one system (a new structure each call, as in a loop over an
+        ensemble, gains nothing from it)."""
+        cfg = self.module.cfg.graph
+        pos, cell, pbc, numbers = batch["pos"], batch["cell"], batch["pbc"], batch["atomic_numbers"]
+        previous = self._skin_table
+        system = (cell, pbc, numbers)
+        if previous is not None and all(torch.equal(a, b) for a, b in zip(system, previous[2:])):
+            table, built_at = previous[:2]
+            if table is not None and float((pos - built_at).norm(dim=1).max()) < self.skin / 2:
+                return nearest_candidates(pos, cell, table, cfg)
+            if self.skin > 0:
+                self._skin_table = (candidate_table(pos, cell, pbc, batch["natoms"], cfg, self.skin), pos, *system)
+        else:
+            self._skin_table = (None, pos, *system)
+        return candidate_table(pos, cell, pbc, batch["natoms"], cfg)  # exact: near-ties in the order of a search
 
     def calculate_many(self, images, properties=("energy", "forces"), max_atoms: int = 4096) -> list[dict]:
         """The results of many structures (an ensemble, replicas, a trajectory's frames) in few forward passes of

@@ -12,6 +12,8 @@ Pipeline (per batch, vectorised over systems):
   2. per centre row, keep the T = min(knn_k + 20, candidates in the official row) nearest: table (N, W);
   3. recompute the table's displacements differentiably from ``pos`` and ``cell`` (forces and stress flow
      through distances and soft ranks), rank, build the envelope value e, keep e < 1, sort by e, pad to K.
+Steps 1-2 are ``candidate_table`` (data-dependent shapes; with a skin, reusable across MD steps through
+``nearest_candidates``), step 3 is ``ranked_graph`` (static shapes, no host syncs: it compiles).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["GraphConfig", "NeighborGraph", "build_graph", "batch_index", "safe_norm"]
+__all__ = ["GraphConfig", "NeighborGraph", "CandidateTable", "build_graph", "candidate_table", "nearest_candidates",
+           "ranked_graph", "check_slots", "batch_index", "safe_norm"]
 
 ZERO_SQ = 1e-12  # |disp|^2 at or below this counts as distance 0 (the self-loop)
 SEARCH_MARGIN = 1e-3  # Å added to the search radius so float rounding never drops a candidate
@@ -115,8 +118,8 @@ def _image_reps(cell: Tensor, periodic: Tensor, radius: float) -> Tensor:
 
 # ----------------------------------------------------------------------------- search (no autograd)
 @torch.no_grad()
-def _search(pos: Tensor, cell: Tensor, periodic: Tensor, natoms: Tensor, cfg: GraphConfig):
-    """Candidate pairs of every system, in float64.
+def _search(pos: Tensor, cell: Tensor, periodic: Tensor, natoms: Tensor, cfg: GraphConfig, skin: float = 0.0):
+    """Candidate pairs of every system, in float64, within the search radius plus ``skin``.
 
     Returns (centre, neighbour, image, dist, wrap_shift, row_limit): image is relative to the wrapped
     positions, wrap_shift (N, 3) the lattice vectors each atom was moved by, and row_limit (N,) the number of
@@ -158,7 +161,7 @@ def _search(pos: Tensor, cell: Tensor, periodic: Tensor, natoms: Tensor, cfg: Gr
     img_n = torch.stack([n1, n2, n3], 1)  # (M, 3)
     img_pos = pos_w[img_atom] + torch.einsum("ma,mab->mb", img_n.double(), cell[batch[img_atom]])
 
-    radius = cfg.search_radius
+    radius = cfg.search_radius + skin
     if cfg.exact_all_pairs:
         # the official candidate set: every atom against every (atom, image) of its system
         first_img = _segment_offsets(torch.bincount(batch[img_atom], minlength=n_sys))
@@ -225,8 +228,9 @@ def _search(pos: Tensor, cell: Tensor, periodic: Tensor, natoms: Tensor, cfg: Gr
     return centre, nbr, image, dist, wrap_shift.long(), row_limit
 
 
-def _ranked_table(centre, nbr, image, dist, row_limit, n_atoms: int, cfg: GraphConfig):
-    """Per centre row, its T nearest candidates sorted by distance: (N, W) neighbour, (N, W, 3) image, (N,) T."""
+def _ranked_table(centre, nbr, image, dist, row_limit, n_atoms: int, cfg: GraphConfig, truncate: bool = True):
+    """Per centre row, its T nearest candidates (all of them unless ``truncate``) sorted by distance: (N, W)
+    neighbour, (N, W, 3) image, (N, W) valid, (N,) T."""
     if cfg.knn_soft and not cfg.knn_use_low_mem:
         limit = row_limit
     else:
@@ -237,7 +241,7 @@ def _ranked_table(centre, nbr, image, dist, row_limit, n_atoms: int, cfg: GraphC
     centre, nbr, image = centre[order], nbr[order], image[order]
     counts = torch.bincount(centre, minlength=n_atoms)
     rank = torch.arange(len(centre), device=centre.device) - _segment_offsets(counts)[centre]
-    keep = rank < limit[centre]
+    keep = rank < (limit if truncate else row_limit)[centre]
     centre, nbr, image, rank = centre[keep], nbr[keep], image[keep], rank[keep]
     width = int(rank.max().item()) + 1 if len(rank) else 1
     table_nbr = torch.zeros(n_atoms, width, dtype=torch.long, device=centre.device)
@@ -256,21 +260,85 @@ def _step(x: Tensor) -> Tensor:
     return torch.where(inside, 0.5 + 0.5 * torch.sin(torch.where(inside, x, torch.zeros_like(x)) / 2), 0.5 + 0.5 * torch.sign(x))
 
 
-def build_graph(pos: Tensor, cell: Tensor, pbc: Tensor, natoms: Tensor, cfg: GraphConfig) -> NeighborGraph:
-    """The bi-kNN graph of a batch. Differentiable w.r.t. ``pos`` (N, 3) and ``cell`` (G, 3, 3).
+@dataclass
+class CandidateTable:
+    """Per centre row, its T nearest candidates sorted by distance: what ``build_graph`` ranks. Found without
+    autograd and with data-dependent shapes; everything after it has static shapes (N, W) for a given table."""
 
-    ``pbc`` (G, 3) selects the periodic directions of each system (all off when ``cfg.use_pbc`` is False).
+    nbr: Tensor  # (N, W) neighbour atom
+    image: Tensor  # (N, W, 3) lattice image of the neighbour, relative to positions wrapped into the cell
+    valid: Tensor  # (N, W) bool
+    limit: Tensor  # (N,) T of the row
+    shift: Tensor  # (N, W, 3) lattice vectors from pos_j - pos_i to the displacement (wrapping folded in)
+    batch: Tensor  # (N,) system of every atom
+
+    @property
+    def width(self) -> int:
+        """The columns of a table of T nearest: the largest T (a host sync; a fixed shape for a given system)."""
+        return int(self.limit.max()) if len(self.limit) else 1
+
+
+def candidate_table(pos: Tensor, cell: Tensor, pbc: Tensor, natoms: Tensor, cfg: GraphConfig,
+                    skin: float = 0.0) -> CandidateTable:
+    """``pbc`` (G, 3) selects the periodic directions of each system (all off when ``cfg.use_pbc`` is False).
+
+    With a ``skin`` (Å), every candidate within the search radius plus the skin is kept, not only the T nearest:
+    ``nearest_candidates`` then gives the table of any positions where no atom moved more than half the skin.
     """
     n_atoms = pos.shape[0]
     periodic = pbc.bool() & cfg.use_pbc
-    centre, nbr, image, dist, wrap_shift, row_limit = _search(pos.detach(), cell.detach(), periodic, natoms, cfg)
-    table_nbr, table_img, valid, limit = _ranked_table(centre, nbr, image, dist, row_limit, n_atoms, cfg)
-    batch = batch_index(natoms)
-
-    # displacement centre -> neighbour, with the wrapping folded into the image: pos_w = pos - shift @ cell
+    centre, nbr, image, dist, wrap_shift, row_limit = _search(pos.detach(), cell.detach(), periodic, natoms, cfg, skin)
+    table_nbr, table_img, valid, limit = _ranked_table(centre, nbr, image, dist, row_limit, n_atoms, cfg,
+                                                       truncate=not skin)
     rows = torch.arange(n_atoms, device=pos.device)[:, None]
-    eff = (table_img - wrap_shift[table_nbr] + wrap_shift[rows]).to(pos.dtype)  # (N, W, 3)
-    disp = pos[table_nbr] - pos[:, None, :] + torch.einsum("nwa,nab->nwb", eff, cell[batch])  # (N, W, 3)
+    shift = table_img - wrap_shift[table_nbr] + wrap_shift[rows]  # pos_w = pos - wrap_shift @ cell
+    return CandidateTable(table_nbr, table_img, valid, limit, shift, batch_index(natoms))
+
+
+@torch.no_grad()
+def nearest_candidates(pos: Tensor, cell: Tensor, table: CandidateTable, cfg: GraphConfig) -> CandidateTable:
+    """The table ``candidate_table`` finds at ``pos``, from one built with a skin where no atom has moved more than
+    half the skin since (each pair's distance changed by less than the skin): the candidates within the search
+    radius, per row the T nearest, sorted by distance. Tied distances may come in another order (the graph is the
+    same up to float rounding). Its width is the largest T, a fixed shape for a given system."""
+    disp = pos.double()[table.nbr] - pos.double()[:, None] + torch.einsum(
+        "nwa,nab->nwb", table.shift.double(), cell.double()[table.batch])
+    sq = (disp * disp).sum(-1)
+    key = torch.where(table.valid & (sq <= cfg.search_radius**2), sq, math.inf)
+    width = min(key.shape[1], table.width)
+    order = torch.argsort(key, dim=1, stable=True)[:, :width]
+    valid = torch.isfinite(key.gather(1, order)) & (torch.arange(width, device=pos.device) < table.limit[:, None])
+    order3 = order[..., None].expand(-1, -1, 3)
+    return CandidateTable(torch.where(valid, table.nbr.gather(1, order), 0),
+                          torch.where(valid[..., None], table.image.gather(1, order3), 0), valid, table.limit,
+                          torch.where(valid[..., None], table.shift.gather(1, order3), 0), table.batch)
+
+
+def build_graph(pos: Tensor, cell: Tensor, pbc: Tensor, natoms: Tensor, cfg: GraphConfig) -> NeighborGraph:
+    """The bi-kNN graph of a batch. Differentiable w.r.t. ``pos`` (N, 3) and ``cell`` (G, 3, 3)."""
+    graph, n_kept = ranked_graph(pos, cell, candidate_table(pos, cell, pbc, natoms, cfg), cfg)
+    check_slots(n_kept, cfg)
+    return graph
+
+
+def check_slots(n_kept: Tensor, cfg: GraphConfig) -> None:
+    """One clear error where an atom keeps more neighbours than ``knn_pad_size`` slots hold."""
+    if len(n_kept) and n_kept.max() > cfg.knn_pad_size:
+        worst = int(n_kept.argmax())
+        raise ValueError(
+            f"atom {worst} keeps {int(n_kept[worst])} neighbours (self-loop included) but knn_pad_size is "
+            f"{cfg.knn_pad_size}; the soft kNN can keep more than knn_k={cfg.knn_k}: raise knn_pad_size"
+        )
+
+
+def ranked_graph(pos: Tensor, cell: Tensor, table: CandidateTable, cfg: GraphConfig,
+                 slots: int | None = None) -> tuple[NeighborGraph, Tensor]:
+    """The graph of a candidate table, with ``slots`` (default ``knn_pad_size``) slots per atom, and (N,) the
+    number of neighbours each atom keeps (``check_slots``). No host syncs and static shapes, so it compiles."""
+    table_nbr, valid, limit = table.nbr, table.valid, table.limit
+    n_atoms = pos.shape[0]
+    disp = pos[table_nbr] - pos[:, None, :] + torch.einsum("nwa,nab->nwb", table.shift.to(pos.dtype),
+                                                           cell[table.batch])  # (N, W, 3)
     disp = torch.where(valid[..., None], disp, torch.zeros_like(disp))
     dist = safe_norm(disp)  # (N, W)
 
@@ -302,24 +370,19 @@ def build_graph(pos: Tensor, cell: Tensor, pbc: Tensor, natoms: Tensor, cfg: Gra
     # keep e < 1, slots ordered by e (the self-loop, e = 0, first)
     kept = env.detach() < 1
     n_kept = kept.sum(1)
-    pad = cfg.knn_pad_size
-    if n_atoms and n_kept.max() > pad:
-        worst = int(n_kept.argmax())
-        raise ValueError(
-            f"atom {worst} keeps {int(n_kept[worst])} neighbours (self-loop included) but knn_pad_size is {pad}; "
-            f"the soft kNN can keep more than knn_k={cfg.knn_k}: raise knn_pad_size"
-        )
+    slots = cfg.knn_pad_size if slots is None else slots
     order = torch.argsort(torch.where(kept, env.detach(), torch.full_like(env, math.inf)), dim=1, stable=True)
-    if order.shape[1] < pad:
-        order = torch.cat([order, order.new_zeros(n_atoms, pad - order.shape[1])], 1)
-    order = order[:, :pad]
-    mask = torch.arange(pad, device=pos.device) < n_kept[:, None]  # (N, K)
+    if order.shape[1] < slots:
+        order = torch.cat([order, order.new_zeros(n_atoms, slots - order.shape[1])], 1)
+    order = order[:, :slots]
+    mask = torch.arange(slots, device=pos.device) < n_kept[:, None]  # (N, K)
     sel_env = env.gather(1, order)
     sel_disp = disp.gather(1, order[..., None].expand(-1, -1, 3))
-    return NeighborGraph(
+    graph = NeighborGraph(
         index=torch.where(mask, table_nbr.gather(1, order), torch.zeros_like(order)),
         mask=mask,
         disp=torch.where(mask[..., None], sel_disp, torch.zeros_like(sel_disp)),
         env=torch.where(mask, sel_env, torch.full_like(sel_env, math.inf)),
-        image=torch.where(mask[..., None], table_img.gather(1, order[..., None].expand(-1, -1, 3)), 0),
+        image=torch.where(mask[..., None], table.image.gather(1, order[..., None].expand(-1, -1, 3)), 0),
     )
+    return graph, n_kept

@@ -20,7 +20,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from zoo.escaip.graph import GraphConfig, NeighborGraph, batch_index, build_graph, safe_norm
+from zoo.escaip.graph import (CandidateTable, GraphConfig, NeighborGraph, candidate_table, check_slots, ranked_graph,
+                              safe_norm)
 from zoo.hparams import dataclass_from_dict
 
 __all__ = ["EScAIPConfig", "EScAIP", "EScAIPBackbone", "HEAD_TYPES", "head_type", "CONFIGS"]
@@ -648,6 +649,34 @@ class EScAIP(nn.Module):
     def _head(self, kind: str) -> nn.Module:
         return next(self.output_heads[n] for n, k in self.head_kinds.items() if k == kind)
 
+    def compile_inference(self) -> None:
+        """Run inference (not training) through ``torch.compile`` (inductor: fused C++ kernels, the backward of a
+        gradient-force model included) with static shapes: every neighbour row padded to ``knn_pad_size`` slots.
+        Each new atom count compiles once (minutes; inductor's on-disk FX graph cache makes a later process's
+        compile of the same shapes seconds), so it pays off for MD of a fixed system over thousands of steps."""
+        self._compiled_outputs = torch.compile(self._padded_outputs, dynamic=False)
+
+    def _padded_outputs(self, pos: Tensor, cell: Tensor, atomic_numbers: Tensor, table: CandidateTable,
+                        n_sys: int) -> dict[str, Tensor]:
+        return self._outputs(pos, cell, atomic_numbers, table, n_sys, slots=self.cfg.knn_pad_size)
+
+    def _outputs(self, pos: Tensor, cell: Tensor, atomic_numbers: Tensor, table: CandidateTable, n_sys: int,
+                 slots: int | None = None) -> dict[str, Tensor]:
+        """Raw energy (G,), direct forces (N, 3) if any, and ``n_kept`` (N,), the neighbours each atom keeps.
+        ``slots=None`` cuts the slots to those used (a host sync); an int keeps that many (static shapes). The
+        caller checks ``n_kept`` (``check_slots``), outside any compiled region."""
+        graph, n_kept = ranked_graph(pos, cell, table, self.cfg.graph, slots)
+        if slots is None:
+            graph = graph.without_unused_slots()
+        geo = geometry(graph, atomic_numbers, self.cfg)
+        chunks = edge_rows(geo, row_chunks(len(pos), graph.mask.shape[1], self.cfg.hidden_size))
+        node, edges = self.backbone(geo, chunks)
+        out = {"energy": self._head("gradient" if self.gradient else "energy").energy(node, table.batch, n_sys),
+               "n_kept": n_kept}
+        if self.cfg.regress_forces and not self.gradient:
+            out["forces"] = self._head("direct_forces").forces(node, edges, chunks)
+        return out
+
     def forward(
         self,
         pos: Tensor,
@@ -658,19 +687,21 @@ class EScAIP(nn.Module):
         *,
         stress: bool | None = None,
         create_graph: bool = False,
+        table: CandidateTable | None = None,
     ) -> dict[str, Tensor]:
+        """``table``: the candidate table of these positions (``graph.nearest_candidates``), if already known."""
         dtype = next(self.parameters()).dtype
         pos, cell = pos.to(dtype), cell.to(dtype)
-        batch = batch_index(natoms)
         n_sys = len(natoms)
+        if table is None:
+            table = candidate_table(pos, cell, pbc, natoms, self.cfg.graph)
+        outputs = self._outputs
+        compiled = getattr(self, "_compiled_outputs", None)
+        if compiled is not None and not (self.training or create_graph):
+            outputs = compiled
         if not self.gradient:
-            graph = build_graph(pos, cell, pbc, natoms, self.cfg.graph).without_unused_slots()
-            geo = geometry(graph, atomic_numbers, self.cfg)
-            chunks = edge_rows(geo, row_chunks(len(pos), graph.mask.shape[1], self.cfg.hidden_size))
-            node, edges = self.backbone(geo, chunks)
-            out = {"energy": self._head("energy").energy(node, batch, n_sys)}
-            if self.cfg.regress_forces:
-                out["forces"] = self._head("direct_forces").forces(node, edges, chunks)
+            out = outputs(pos, cell, atomic_numbers, table, n_sys)
+            check_slots(out.pop("n_kept"), self.cfg.graph)
             return out
 
         want_stress = self.cfg.regress_stress if stress is None else stress
@@ -682,18 +713,15 @@ class EScAIP(nn.Module):
                 # strain both positions and cell by a symmetric per-system displacement gradient at zero
                 strain = torch.zeros(n_sys, 3, 3, dtype=dtype, device=pos.device, requires_grad=True)
                 sym = 0.5 * (strain + strain.transpose(1, 2))
-                pos_in = pos + torch.einsum("na,nab->nb", pos, sym[batch])
+                pos_in = pos + torch.einsum("na,nab->nb", pos, sym[table.batch])
                 cell_in = cell + cell @ sym
                 inputs.append(strain)
             else:
                 pos_in, cell_in = pos, cell
-            graph = build_graph(pos_in, cell_in, pbc, natoms, self.cfg.graph).without_unused_slots()
-            geo = geometry(graph, atomic_numbers, self.cfg)
-            chunks = edge_rows(geo, row_chunks(len(pos), graph.mask.shape[1], self.cfg.hidden_size))
-            node, _ = self.backbone(geo, chunks)
-            energy = self._head("gradient").energy(node, batch, n_sys)
-            grads = torch.autograd.grad(energy.sum(), inputs, create_graph=create_graph or self.training)
-        out = {"energy": energy, "forces": -grads[0]}
+            out = outputs(pos_in, cell_in, atomic_numbers, table, n_sys)
+            grads = torch.autograd.grad(out["energy"].sum(), inputs, create_graph=create_graph or self.training)
+        check_slots(out.pop("n_kept"), self.cfg.graph)
+        out["forces"] = -grads[0]
         if want_stress:
             volume = torch.linalg.det(cell).abs()  # 0 for molecules: their stress is reported as 0
             out["stress"] = grads[1] / torch.where(volume > 0, volume, torch.ones_like(volume))[:, None, None]

@@ -203,10 +203,11 @@ class EScAIPModule(ZooModule):
                 results.append(one)
         return results
 
-    def _predict_valid(self, batch: dict[str, Tensor], *, stress: bool | None) -> dict[str, Tensor]:
+    def _predict_valid(self, batch: dict[str, Tensor], *, stress: bool | None, table=None) -> dict[str, Tensor]:
+        """``table``: the batch's neighbour candidates if known (``zoo.escaip.graph.nearest_candidates``)."""
         with torch.no_grad():  # gradient models switch autograd back on inside for -dE/dx
             raw = self.model(batch["pos"], batch["atomic_numbers"], batch["cell"], batch["pbc"], batch["natoms"],
-                             stress=stress)
+                             stress=stress, table=table)
             return self._to_physical({k: v.detach() for k, v in raw.items()}, batch)
 
     def _to_physical(self, raw: dict[str, Tensor], batch: dict[str, Tensor]) -> dict[str, Tensor]:
