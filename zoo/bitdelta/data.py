@@ -109,19 +109,10 @@ class TextDataModule(MidEpochResume, L.LightningDataModule):
     """Token windows for training (``stride`` < ``max_length`` with ``shuffle``: random overlapping windows of a
     text file, for pretraining) and non-overlapping windows for validation. With ``shuffle`` each epoch has its own
     order, drawn from ``seed``; a run resumed from a mid-epoch checkpoint goes on with the batches it had left."""
-    def __init__(
-        self,
-        train: str,
-        val: str | None = None,
-        tokenizer: str = "bytes",
-        max_length: int = 128,
-        batch_size: int = 4,
-        num_samples: int | None = None,
-        shuffle: bool = False,
-        seed: int = 0,
-        num_workers: int = 0,
-        stride: int | None = None,
-    ):
+
+    def __init__(self, train: str, val: str | None = None, tokenizer: str = "bytes", max_length: int = 128,
+                 batch_size: int = 4, num_samples: int | None = None, shuffle: bool = False, seed: int = 0,
+                 num_workers: int = 0, stride: int | None = None):
         super().__init__()
         self.save_hyperparameters()
         self.rows: dict[str, torch.Tensor] = {}

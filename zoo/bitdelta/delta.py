@@ -31,15 +31,7 @@ from zoo.io import CONFIG_NAME, DEFAULT_SHARD_BYTES, load_state_dict, save_state
 from zoo.io import dtype_name, folder_undone_on_failure, weights_fingerprint
 from zoo.bitdelta._bits import BIT_ORDER, SIGN_CONVENTION, pack_signs
 
-__all__ = [
-    "BitDelta",
-    "compress",
-    "check_same_kind",
-    "select_modules",
-    "linear_weight",
-    "is_linear_like",
-    "FORMAT_VERSION",
-]
+__all__ = ["BitDelta", "compress", "check_same_kind", "select_modules", "linear_weight", "is_linear_like", "FORMAT_VERSION"]
 
 FORMAT_VERSION = 1
 MODEL_TYPE = "bitdelta"
@@ -269,16 +261,8 @@ def check_same_kind(base: nn.Module, finetune: nn.Module) -> None:
 
 
 @torch.no_grad()
-def compress(
-    base: nn.Module,
-    finetune: nn.Module,
-    *,
-    select: str | Sequence[str] = AUTO_RULE,
-    exclude: Iterable[str] = (),
-    base_name: str | None = None,
-    base_revision: str | None = None,
-    progress: bool = True,
-) -> BitDelta:
+def compress(base: nn.Module, finetune: nn.Module, *, select: str | Sequence[str] = AUTO_RULE, exclude: Iterable[str] = (),
+             base_name: str | None = None, base_revision: str | None = None, progress: bool = True) -> BitDelta:
     """BitDelta of ``finetune`` against ``base`` (same architecture and dtype: see ``zoo.bitdelta._base.load_pair``).
 
     Per selected layer: Δ = W_fine − W_base in the models' dtype, bits = (Δ ≥ 0), α = mean |Δ| in fp32. Every

@@ -69,17 +69,9 @@ class BitDeltaLinear(nn.Module):
     the α·(x·Sᵀ) branch passes gradient to α but not back to x.
     """
 
-    def __init__(
-        self,
-        weight: torch.Tensor,  # (out, in)
-        bias: torch.Tensor | None,  # (out,), or (T, out) for per-tenant biases
-        masks: torch.Tensor,  # (T, ceil(in/32), out) int32
-        scales: torch.Tensor,  # (T,)
-        *,
-        merged: bool = False,
-        block_size: int = 1024,
-        grad_through_signs: bool = True,
-    ):
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, masks: torch.Tensor, scales: torch.Tensor, *,
+                 merged: bool = False, block_size: int = 1024, grad_through_signs: bool = True):
+        # weight (out, in); bias (out,), or (T, out) per tenant; masks (T, ceil(in/32), out) int32; scales (T,)
         super().__init__()
         self.out_features, self.in_features = weight.shape
         if merged and masks.shape[0] != 1:
@@ -127,17 +119,18 @@ class BitDeltaLinear(nn.Module):
         if self.merged:
             if self.training and self.scales.requires_grad:
                 # zero in value, but carries dL/dα = sum(dL/dy · x·Sᵀ) to the scale
-                xs = x.detach()
-                y = y + (self.scales[0] - self.scales[0].detach()).to(y.dtype) * signed_matmul(xs, self.masks[0], self.in_features, self.block_size)
+                y = y + (self.scales[0] - self.scales[0].detach()).to(y.dtype) * self._signed(x.detach(), 0)
             return y
         xs = x if self.grad_through_signs else x.detach()
         if tenants is None:
-            return y + self.scales[0].to(y.dtype) * signed_matmul(xs, self.masks[0], self.in_features, self.block_size)
+            return y + self.scales[0].to(y.dtype) * self._signed(xs, 0)
         delta = torch.zeros_like(y)
         for t, rows in _rows_by_tenant(tenants):
-            part = self.scales[t].to(y.dtype) * signed_matmul(xs[rows], self.masks[t], self.in_features, self.block_size)
-            delta = delta.index_copy(0, rows, part)
+            delta = delta.index_copy(0, rows, self.scales[t].to(y.dtype) * self._signed(xs[rows], t))
         return y + delta
+
+    def _signed(self, x: torch.Tensor, tenant: int) -> torch.Tensor:
+        return signed_matmul(x, self.masks[tenant], self.in_features, self.block_size)  # x·S_tᵀ
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, tenants={self.num_tenants}, "
@@ -233,14 +226,8 @@ def compressed_layers(model: nn.Module) -> dict[str, BitDeltaLinear]:
 
 
 @torch.no_grad()
-def apply_deltas_(
-    model: nn.Module,
-    deltas: Sequence[BitDelta],
-    *,
-    merged: bool = False,
-    block_size: int = 1024,
-    grad_through_signs: bool = True,
-) -> nn.Module:
+def apply_deltas_(model: nn.Module, deltas: Sequence[BitDelta], *, merged: bool = False, block_size: int = 1024,
+                  grad_through_signs: bool = True) -> nn.Module:
     """Turn ``model`` (the base) in place into the fine-tune (one delta) or a multi-tenant model (several).
 
     Compressed layers become :class:`BitDeltaLinear`; carried tensors replace the base's (one delta) or are
@@ -326,8 +313,7 @@ def unwrap_merged_(model: nn.Module) -> nn.Module:
         if not layer.merged or layer.num_tenants != 1:
             raise ValueError(f"{name} is not merged; load with merged=True (one tenant) before unwrapping")
         layer.refresh_merged()
-        linear = nn.Linear(layer.in_features, layer.out_features, bias=layer.bias is not None,
-                           device="meta")
+        linear = nn.Linear(layer.in_features, layer.out_features, bias=layer.bias is not None, device="meta")
         linear.weight = nn.Parameter(layer.weight.clone())
         if layer.bias is not None:
             linear.bias = nn.Parameter(layer.bias.detach().clone())

@@ -60,8 +60,7 @@ def causal_lm_loss(logits: torch.Tensor, input_ids: torch.Tensor, attention_mask
 
 
 def _lm_loss(model: nn.Module, batch: Any) -> torch.Tensor:
-    """:func:`causal_lm_loss` of ``model`` on a batch: a dict of keyword inputs, or the input ids (alone or first in
-    a tuple)."""
+    """:func:`causal_lm_loss` of ``model`` on a dict of keyword inputs, or on input ids (alone or first in a tuple)."""
     if not isinstance(batch, dict):
         batch = {"input_ids": batch[0] if isinstance(batch, (list, tuple)) else batch}
     return causal_lm_loss(model_logits(model, batch), batch["input_ids"], batch.get("attention_mask"))
@@ -148,13 +147,34 @@ def generate_text(generate, tokenizer, prompt: str, *, rows: int = 1, max_new_to
             for t, row in zip(texts, out)]
 
 
-class _SavedAsDelta(ZooModule):
-    """A module saved as the BitDelta it holds (``to_delta()``), never with its base: a ``bitdelta`` repo."""
+def _continue_text(model: nn.Module, tokenizer, prompt: str, max_new_tokens: int, temperature: float, **kw) -> str:
+    lm = causal_lm(model)
+    return generate_text(lm.generate, tokenizer, prompt, max_new_tokens=max_new_tokens, temperature=temperature,
+                         device=lm.device, **kw)[0]
 
-    saved_hparams: tuple[str, ...] = ()  # training settings the repo keeps beside the delta
+
+class _Wrapper(ZooModule):
+    """A zoo module around ``self.model``, trained on ``_step_loss(batch)`` (logged as train_loss / val_loss)."""
 
     def forward(self, *args, **kwargs):
         return self.model(*args, **kwargs)
+
+    def _step(self, hook: str, name: str, batch, batch_idx):
+        loss = self._step_loss(batch)
+        self.log(name, loss, prog_bar=True)
+        return loss
+
+    def training_step(self, batch, batch_idx):
+        return self._step("training_step", "train_loss", batch, batch_idx)
+
+    def validation_step(self, batch, batch_idx):
+        return self._step("validation_step", "val_loss", batch, batch_idx)
+
+
+class _SavedAsDelta(_Wrapper):
+    """A module saved as the BitDelta it holds (``to_delta()``), never with its base: a ``bitdelta`` repo."""
+
+    saved_hparams: tuple[str, ...] = ()  # training settings the repo keeps beside the delta
 
     def pretrained_state_dict(self) -> dict[str, torch.Tensor]:
         return self.to_delta().state_dict()
@@ -186,7 +206,7 @@ class _SavedAsDelta(ZooModule):
 
 
 # ----------------------------------------------------------------------------- a plain causal LM
-class CausalLM(ZooModule):
+class CausalLM(_Wrapper):
     """A ``transformers`` Llama causal LM as a zoo model: the base and fine-tunes of the zoo's own BitDelta family.
 
     ``config`` holds ``LlamaConfig`` keyword arguments. Trains with next-token cross-entropy, AdamW and a linear
@@ -220,30 +240,20 @@ class CausalLM(ZooModule):
             self.reset_nonpersistent_buffers(inv_freq.device)
         return self
 
-    def forward(self, *args, **kwargs):
-        return self.model(*args, **kwargs)
-
     def generate(self, prompt: str, max_new_tokens: int = 80, temperature: float = 0.0, *, top_k: int = 0,
                  top_p: float = 1.0, seed: int | None = None, tokenizer=None) -> str:
         """Continue ``prompt`` (greedy at temperature 0). The zoo's byte-level models read UTF-8 bytes; other
         vocabularies need ``tokenizer`` (see :func:`text_tokenizer`)."""
-        lm = causal_lm(self.model)
-        return generate_text(lm.generate, text_tokenizer(self, tokenizer), prompt, max_new_tokens=max_new_tokens,
-                             temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, device=lm.device)[0]
+        return _continue_text(self.model, text_tokenizer(self, tokenizer), prompt, max_new_tokens, temperature,
+                              top_k=top_k, top_p=top_p, seed=seed)
 
-    def training_step(self, batch, batch_idx):
-        loss = _lm_loss(self.model, batch)
-        self.log("train_loss", loss, prog_bar=True)
-        return loss
-
-    def validation_step(self, batch, batch_idx):
-        self.log("val_loss", _lm_loss(self.model, batch), prog_bar=True)
+    def _step_loss(self, batch) -> torch.Tensor:
+        return _lm_loss(self.model, batch)
 
     def configure_optimizers(self):
         hp = self.hparams
         optimizer = torch.optim.AdamW(weight_decay_groups(self, hp.weight_decay), lr=hp.lr,
                                       betas=tuple(hp.betas or (0.9, 0.95)))
-
         return warmup_cosine(optimizer, hp.warmup_steps, hp.max_steps, hp.min_lr_ratio)
 
 
@@ -255,21 +265,10 @@ class BitDeltaModule(_SavedAsDelta):
     method = "bitdelta"
     saved_hparams = ("lr", "weight_decay", "block_size")  # not "merged": a repo loads merged by default
 
-    def __init__(
-        self,
-        base: str,
-        modules: dict[str, list[int]],
-        params: dict[str, dict[str, Any]] | None = None,
-        base_revision: str | None = None,
-        base_sha256: str | None = None,
-        base_dtype: str = "float32",
-        merged: bool = True,
-        lr: float = 1e-4,
-        weight_decay: float = 0.0,
-        block_size: int = 1024,
-        model: nn.Module | None = None,
-        delta: BitDelta | None = None,
-    ):
+    def __init__(self, base: str, modules: dict[str, list[int]], params: dict[str, dict[str, Any]] | None = None,
+                 base_revision: str | None = None, base_sha256: str | None = None, base_dtype: str = "float32",
+                 merged: bool = True, lr: float = 1e-4, weight_decay: float = 0.0, block_size: int = 1024,
+                 model: nn.Module | None = None, delta: BitDelta | None = None):
         super().__init__()
         self.save_hyperparameters(ignore=["model", "delta"])
         rebuild = model is None or delta is None
@@ -326,10 +325,7 @@ class BitDeltaModule(_SavedAsDelta):
                                     "folder or HF repo id> (--base)") from None
         delta.check_base(base_model, verify=verify_base)
         hp = {**hparams, **delta.hparams(), "base": hparams["base"]}
-        if merged is not None:
-            hp["merged"] = merged
-        if block_size is not None:
-            hp["block_size"] = block_size
+        hp.update((k, v) for k, v in (("merged", merged), ("block_size", block_size)) if v is not None)
         module = cls(**hp, model=base_model, delta=delta)
         module.tokenizer_source = base_source(base, hparams["base"], directory)
         module.to(device)
@@ -374,20 +370,18 @@ class BitDeltaModule(_SavedAsDelta):
 
     def generate(self, *args, **kwargs):
         """The fine-tune's ``generate``: a zoo base's own (a CausalLM's text, an RCG stage's images), or for a Hugging
-        Face causal LM :meth:`_continue_text`."""
+        Face causal LM :meth:`_generate_text`."""
         if self._base_answers("generate") and hasattr(self.model, "generate"):
             return self.model.generate(*args, **kwargs)
-        return self._continue_text(*args, **kwargs)
+        return self._generate_text(*args, **kwargs)
 
-    def _continue_text(self, prompt: str, max_new_tokens: int = 80, temperature: float = 0.0, *, top_k: int = 0,
-                      top_p: float = 1.0, seed: int | None = None, tokenizer=None) -> str:
+    def _generate_text(self, prompt: str, max_new_tokens: int = 80, temperature: float = 0.0, *, top_k: int = 0,
+                       top_p: float = 1.0, seed: int | None = None, tokenizer=None) -> str:
         """Continue ``prompt`` with the fine-tune (greedy at temperature 0), in its base's vocabulary: bytes for the
         zoo's byte-level family, the base's Hugging Face tokenizer otherwise (``tokenizer`` overrides; a Mistral
         delta offline needs it, see :func:`text_tokenizer`)."""
-        lm = causal_lm(self.model)
         tok = text_tokenizer(self, tokenizer, source=self.tokenizer_source, revision=self.hparams.base_revision)
-        return generate_text(lm.generate, tok, prompt, max_new_tokens=max_new_tokens, temperature=temperature,
-                             top_k=top_k, top_p=top_p, seed=seed, device=lm.device)[0]
+        return _continue_text(self.model, tok, prompt, max_new_tokens, temperature, top_k=top_k, top_p=top_p, seed=seed)
 
     def _inner_step(self, hook: str, batch, batch_idx):
         """Run a zoo base module's own step. The Trainer drives this module only, so the inner one's ``self.log``
@@ -402,20 +396,15 @@ class BitDeltaModule(_SavedAsDelta):
     def _step(self, hook: str, name: str, batch, batch_idx):
         if isinstance(self.model, L.LightningModule):  # a zoo base module knows its own loss
             return self._inner_step(hook, batch, batch_idx)
-        loss = _lm_loss(self.model, batch)
-        self.log(name, loss, prog_bar=True)
-        return loss
+        return super()._step(hook, name, batch, batch_idx)
 
-    def training_step(self, batch, batch_idx):
-        return self._step("training_step", "train_loss", batch, batch_idx)
+    def _step_loss(self, batch) -> torch.Tensor:
+        return _lm_loss(self.model, batch)
 
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
         for layer in compressed_layers(self.model).values():  # keep merged weights in step with the new scales
             if layer.merged:
                 layer.refresh_merged()
-
-    def validation_step(self, batch, batch_idx):
-        return self._step("validation_step", "val_loss", batch, batch_idx)
 
     def configure_optimizers(self):
         trainable = [p for p in self.parameters() if p.requires_grad]
@@ -433,24 +422,11 @@ class ScaleDistillation(_SavedAsDelta):
     model_type = "bitdelta-distill"
     method = "bitdelta"
 
-    def __init__(
-        self,
-        base: str,
-        finetune: str,
-        select: str | list[str] = "auto",
-        exclude: list[str] | None = None,
-        mode: str = "scales",
-        lr: float = 1e-4,
-        weight_decay: float | None = None,
-        num_steps: int | None = None,
-        dtype: str | None = None,
-        base_revision: str | None = None,
-        finetune_revision: str | None = None,
-        block_size: int = 1024,
-        out_dir: str | None = None,
-        base_model: nn.Module | None = None,
-        finetune_model: nn.Module | None = None,
-    ):
+    def __init__(self, base: str, finetune: str, select: str | list[str] = "auto", exclude: list[str] | None = None,
+                 mode: str = "scales", lr: float = 1e-4, weight_decay: float | None = None, num_steps: int | None = None,
+                 dtype: str | None = None, base_revision: str | None = None, finetune_revision: str | None = None,
+                 block_size: int = 1024, out_dir: str | None = None, base_model: nn.Module | None = None,
+                 finetune_model: nn.Module | None = None):
         super().__init__()
         if mode not in ("scales", "official"):
             raise ValueError(f"mode must be 'scales' (train α only) or 'official' (α and full-precision params), got {mode!r}")
@@ -503,13 +479,7 @@ class ScaleDistillation(_SavedAsDelta):
             target = model_logits(self.teacher, batch)
         return F.mse_loss(model_logits(self.model, batch), target)
 
-    def training_step(self, batch, batch_idx):
-        loss = self.distillation_loss(batch)
-        self.log("train_loss", loss, prog_bar=True)
-        return loss
-
-    def validation_step(self, batch, batch_idx):
-        self.log("val_loss", self.distillation_loss(batch), prog_bar=True)
+    _step_loss = distillation_loss
 
     def configure_optimizers(self):
         hp = self.hparams
@@ -528,11 +498,8 @@ class ScaleDistillation(_SavedAsDelta):
     def to_delta(self) -> BitDelta:
         """The current delta: trained scales, plus every full-precision tensor that differs from the base."""
         state = self.model.state_dict()
-        params = {}
-        for key, base_value in self._base_tensors.items():
-            value = state[key]
-            if value.shape != base_value.shape or not torch.equal(value.cpu(), base_value):
-                params[key] = value
+        params = {k: state[k] for k, base_value in self._base_tensors.items()
+                  if state[k].shape != base_value.shape or not torch.equal(state[k].cpu(), base_value)}
         params.update({k: state[k] for k in self._new_tensors})
         return delta_from_model(self.model, params, self._identity)
 
