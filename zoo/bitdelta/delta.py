@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from zoo.io import CONFIG_NAME, DEFAULT_SHARD_BYTES, load_state_dict, save_state_dict, weight_files, write_json_atomic
-from zoo.io import dtype_name, folder_undone_on_failure, weights_fingerprint
+from zoo.io import atomic_path, dtype_name, folder_undone_on_failure, weights_fingerprint
 from zoo.bitdelta._bits import BIT_ORDER, SIGN_CONVENTION, pack_signs
 
 __all__ = ["BitDelta", "compress", "check_same_kind", "select_modules", "linear_weight", "is_linear_like", "FORMAT_VERSION"]
@@ -73,11 +73,10 @@ def _official_layers(modules: dict[str, nn.Module], *, strict: bool) -> list[str
 def select_modules(model: nn.Module, select: str | Sequence[str] = AUTO_RULE, exclude: Iterable[str] = ()) -> list[str]:
     """Names of the linear layers to compress.
 
-    ``select="official"``: the official rule, every direct child whose name contains ``proj`` of a module whose dotted
-    name contains ``mlp`` or ``self_attn`` (7 layers per Llama/Mistral block; embeddings and head are carried).
-    ``select="auto"`` (the default, for a model of any method): the official rule's Linear layers where it finds
-    any, else every Linear layer. Otherwise ``select`` is a list of shell-style patterns (``"*.attn.c_attn"``,
-    ``"*"``) matched against linear layer names. ``exclude`` patterns drop names.
+    ``select="official"``: the official rule (:func:`_official_layers`: 7 layers per Llama/Mistral block; embeddings
+    and head are carried). ``select="auto"`` (the default, for a model of any method): the official rule's Linear
+    layers where it finds any, else every Linear layer. Otherwise ``select`` is a list of shell-style patterns
+    (``"*.attn.c_attn"``, ``"*"``) matched against linear layer names. ``exclude`` patterns drop names.
     """
     modules = dict(model.named_modules())
     if not isinstance(select, str) and len(select) == 1:
@@ -101,7 +100,6 @@ def select_modules(model: nn.Module, select: str | Sequence[str] = AUTO_RULE, ex
     return names
 
 
-# ----------------------------------------------------------------------------- the delta
 @dataclass
 class BitDelta:
     """Packed signs and scales per compressed layer, plus the full-precision tensors that changed."""
@@ -175,8 +173,9 @@ class BitDelta:
 
     # ------------------------------------------------------------------ disk
     def save(self, directory: str | os.PathLike, *, extra_hparams: dict[str, Any] | None = None,
-             max_shard_bytes: int = DEFAULT_SHARD_BYTES) -> list[str]:
-        """Write a zoo repo folder (``config.json`` + ``model.safetensors``) that ``zoo.load`` turns into the model."""
+             max_shard_bytes: int = DEFAULT_SHARD_BYTES, extra_files: dict[str, str | bytes] | None = None) -> list[str]:
+        """Write a zoo repo folder (``config.json`` + ``model.safetensors`` + ``extra_files``) that ``zoo.load`` turns
+        into the model."""
         from zoo import __version__
         from zoo.module import CONFIG_FORMAT
 
@@ -191,6 +190,10 @@ class BitDelta:
             names = save_state_dict(self.state_dict(), directory, max_shard_bytes=max_shard_bytes,
                                     metadata=self.metadata())
             write_json_atomic(directory / CONFIG_NAME, config)
+            for name, content in (extra_files or {}).items():
+                with atomic_path(directory / name) as tmp:
+                    tmp.write_bytes(content.encode() if isinstance(content, str) else content)
+                names.append(name)
         return [CONFIG_NAME, *names]
 
     @classmethod
@@ -198,12 +201,11 @@ class BitDelta:
         """Read a delta repo folder written by :meth:`save`."""
         from safetensors import safe_open
 
+        from zoo.module import read_config
+
         directory = Path(directory)
-        config_path = directory / CONFIG_NAME
-        if not config_path.exists():
-            raise FileNotFoundError(f"{directory} has no {CONFIG_NAME}; it is not a BitDelta repo folder")
-        config = json.loads(config_path.read_text())
-        if config.get("model_type") != MODEL_TYPE:
+        config = read_config(directory / CONFIG_NAME)
+        if config["model_type"] != MODEL_TYPE:
             raise ValueError(f"{directory} holds a {config.get('model_type')!r} model, not a BitDelta")
         with safe_open(str(weight_files(directory)[0]), framework="pt") as f:
             meta = f.metadata() or {}
@@ -230,7 +232,6 @@ class BitDelta:
                    base_revision=hparams.get("base_revision"), base_sha256=hparams.get("base_sha256"),
                    base_dtype=hparams.get("base_dtype", "float32"))
 
-    # ------------------------------------------------------------------ checks
     def check_base(self, base: nn.Module, *, verify: bool = True) -> None:
         """Raise ValueError unless ``base`` is the model this delta was made from (fingerprint and shapes)."""
         modules = dict(base.named_modules())

@@ -60,7 +60,6 @@ def use_tenants(model: nn.Module, tenant_of_row: torch.Tensor | Sequence[int]) -
             m.tenants = None
 
 
-# ----------------------------------------------------------------------------- layers
 class BitDeltaLinear(nn.Module):
     """A linear layer whose fine-tuned weight is W_base + α·S, S ∈ {−1, +1} stored as packed bits.
 
@@ -148,14 +147,11 @@ class TenantSwitch(nn.Module):
         super().__init__()
         self.module = module
         self.tenants: torch.Tensor | None = None
-        self._names: list[dict[str, str]] = []
-        for t, tensors in enumerate(overrides):
-            names = {}
+        self._names = [{local: f"tenant{t}__{local.replace('.', '__')}" for local in tensors}
+                       for t, tensors in enumerate(overrides)]
+        for names, tensors in zip(self._names, overrides):
             for local, tensor in tensors.items():
-                buffer = f"tenant{t}__{local.replace('.', '__')}"
-                self.register_buffer(buffer, tensor.detach())
-                names[local] = buffer
-            self._names.append(names)
+                self.register_buffer(names[local], tensor.detach())
 
     @property
     def num_tenants(self) -> int:
@@ -238,9 +234,8 @@ def apply_deltas_(model: nn.Module, deltas: Sequence[BitDelta], *, merged: bool 
     if merged and len(deltas) > 1:
         raise ValueError(f"merged=True builds one fine-tune; {len(deltas)} deltas need merged=False (multi-tenant)")
     first = deltas[0]
-    for d in deltas[1:]:
-        if d.shapes != first.shapes:
-            raise ValueError("all tenants must compress the same layers with the same shapes to share one base")
+    if any(d.shapes != first.shapes for d in deltas):
+        raise ValueError("all tenants must compress the same layers with the same shapes to share one base")
     for d in deltas:
         d.check_base(model, verify=False)
     # carried tensors may be stored narrower than the base runs (e.g. bf16 beside an fp32 base): run them in its dtype
@@ -250,8 +245,7 @@ def apply_deltas_(model: nn.Module, deltas: Sequence[BitDelta], *, merged: bool 
     modules = dict(model.named_modules())
     for name, (out_f, in_f) in first.shapes.items():
         base = modules[name]
-        weight = linear_weight(base).detach()
-        weight = weight.contiguous() if not isinstance(base, nn.Linear) else weight
+        weight = linear_weight(base).detach().contiguous()  # a Conv1D's is a transposed view
         bias = base.bias.detach() if getattr(base, "bias", None) is not None else None
         carried_bias = [p.get(f"{name}.bias") for p in params]
         if any(b is not None for b in carried_bias):
@@ -263,8 +257,7 @@ def apply_deltas_(model: nn.Module, deltas: Sequence[BitDelta], *, merged: bool 
         scales = torch.stack([d.scales[name].reshape(()) for d in deltas]).to(weight.device)
         layer = BitDeltaLinear(weight, bias, masks, scales, merged=merged, block_size=block_size,
                                grad_through_signs=grad_through_signs)
-        layer.to(weight.device)
-        _set_submodule(model, name, layer)
+        _set_submodule(model, name, layer.to(weight.device))
 
     carried = [{k: v for k, v in p.items() if not (k.endswith(".bias") and k[:-5] in first.shapes)} for p in params]
     if len(deltas) == 1:
@@ -274,7 +267,7 @@ def apply_deltas_(model: nn.Module, deltas: Sequence[BitDelta], *, merged: bool 
         by_module: dict[str, list[dict[str, torch.Tensor]]] = {}
         for t, params in enumerate(carried):
             for name, value in params.items():
-                owner, path, local = _owner(model, name)
+                _, path, local = _owner(model, name)
                 by_module.setdefault(path, [{} for _ in deltas])[t][local] = value
         for path, overrides in by_module.items():
             owner = model.get_submodule(path) if path else model

@@ -22,8 +22,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from zoo._lightning import L, rank_zero_info
-from zoo.io import DEFAULT_SHARD_BYTES, atomic_path
+from zoo.io import DEFAULT_SHARD_BYTES
 from zoo.bitdelta._base import base_source, load_model, load_pair
+from zoo.bitdelta.catalog import PAPER
 from zoo.bitdelta.delta import BitDelta, compress
 from zoo.bitdelta.model import apply_deltas_, compressed_layers, delta_from_model
 from zoo.errors import ConfigError
@@ -33,8 +34,6 @@ from zoo.training import weight_decay_groups
 
 __all__ = ["CausalLM", "BitDeltaModule", "ScaleDistillation", "model_logits", "causal_lm_loss", "causal_lm",
            "text_tokenizer", "generate_text"]
-
-PAPER = "https://arxiv.org/abs/2402.10193"
 
 
 # ----------------------------------------------------------------------------- batches
@@ -183,17 +182,12 @@ class _SavedAsDelta(_Wrapper):
                         extra_files: dict[str, str | bytes] | None = None) -> list[str]:
         """Write the delta repo: packed signs, scales, carried tensors and metadata."""
         keep = {k: self.hparams[k] for k in self.saved_hparams}
-        names = self.to_delta().save(directory, extra_hparams=keep, max_shard_bytes=max_shard_bytes)
-        for name, content in (extra_files or {}).items():
-            with atomic_path(Path(directory) / name) as tmp:
-                tmp.write_bytes(content.encode() if isinstance(content, str) else content)
-            names.append(name)
-        return names
+        return self.to_delta().save(directory, extra_hparams=keep, max_shard_bytes=max_shard_bytes,
+                                    extra_files=extra_files)
 
     def model_card_fields(self) -> dict[str, Any]:
         delta, card = self.to_delta(), super().model_card_fields()
-        fields = {**card, "paper": PAPER}
-        fields["tags"] = sorted(set(card.get("tags", [])) | {"bitdelta", "delta"})
+        fields = {**card, "paper": PAPER, "tags": sorted(set(card.get("tags", [])) | {"bitdelta", "delta"})}
         if delta.base and not Path(delta.base).expanduser().exists():
             fields["base_model"] = delta.base.removeprefix("hf://")
         fields["description"] = (
@@ -205,7 +199,6 @@ class _SavedAsDelta(_Wrapper):
         return fields
 
 
-# ----------------------------------------------------------------------------- a plain causal LM
 class CausalLM(_Wrapper):
     """A ``transformers`` Llama causal LM as a zoo model: the base and fine-tunes of the zoo's own BitDelta family.
 
@@ -257,7 +250,6 @@ class CausalLM(_Wrapper):
         return warmup_cosine(optimizer, hp.warmup_steps, hp.max_steps, hp.min_lr_ratio)
 
 
-# ----------------------------------------------------------------------------- the fine-tune as base + delta
 class BitDeltaModule(_SavedAsDelta):
     """A fine-tuned model held as its base plus a BitDelta; the hyperparameters describe the delta."""
 
@@ -289,10 +281,9 @@ class BitDeltaModule(_SavedAsDelta):
         self._identity = delta.identity()
         for layer in compressed_layers(model).values():
             layer.scales.requires_grad_(True)
-        own = dict(model.named_parameters())
-        for name in self.carried:
-            if name in own:
-                own[name].requires_grad_(True)
+        for name, param in model.named_parameters():
+            if name in self.carried:
+                param.requires_grad_(True)
 
     def _empty_delta(self) -> BitDelta:
         hp = self.hparams
@@ -304,7 +295,6 @@ class BitDeltaModule(_SavedAsDelta):
                     for n, p in (hp.params or {}).items()},
             base=hp.base, base_revision=hp.base_revision, base_sha256=hp.base_sha256, base_dtype=hp.base_dtype)
 
-    # ------------------------------------------------------------------ loading
     @classmethod
     def from_repo_dir(cls, directory: Path, hparams: dict[str, Any], *, device: torch.device, dtype: torch.dtype | None,
                       merged: bool | None = None, base: str | os.PathLike | nn.Module | None = None,
@@ -346,18 +336,15 @@ class BitDeltaModule(_SavedAsDelta):
 
     # ------------------------------------------------------------------ running
     def _base_answers(self, name: str) -> bool:
-        """Whether ``name`` is the zoo base model's to answer: a public name ZooModule does not have (the base's own
-        API and parts: EScAIP's ``as_calculator`` and ``scaling``, chess's ``engine`` and ``cfg``, RCG's ``sample``,
-        ...). In-place methods (``weights_from_checkpoint_``) are not passed on: they would change the base, not the
-        delta."""
+        """Whether the zoo base answers ``name``: a public name ZooModule lacks (EScAIP's ``as_calculator``, chess's
+        ``engine``, RCG's ``sample``, ...) but no in-place method (``..._``), which would change the base, not the delta."""
         base = self.__dict__.get("_modules", {}).get("model")
         return (isinstance(base, ZooModule) and not name.startswith("_") and not name.endswith("_")
                 and not hasattr(ZooModule, name))
 
     def __getattr__(self, name: str) -> Any:
-        """A delta of a zoo model answers as its base does (``as_calculator()``, ``engine()``, ``sample()``, its parts)
-        on the fine-tune's weights: the base this delta was applied to runs it. Its own hyperparameters, ``model``
-        (the base) and ZooModule's API are the delta's."""
+        """A delta of a zoo model answers as its base does, on the fine-tune's weights (see :meth:`_base_answers`);
+        its hyperparameters, ``model`` (the base) and ZooModule's API are the delta's."""
         try:
             return super().__getattr__(name)
         except AttributeError:
@@ -411,7 +398,6 @@ class BitDeltaModule(_SavedAsDelta):
         return torch.optim.AdamW(trainable, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
 
 
-# ----------------------------------------------------------------------------- scale distillation
 class ScaleDistillation(_SavedAsDelta):
     """Compress ``finetune`` against ``base`` and distil the scales on the fine-tune's logits.
 
