@@ -49,8 +49,9 @@ def base_source(base: str | os.PathLike | nn.Module | None, named: str | None, f
     return _beside(named, folder) if base is None and named else named
 
 
-def load_model(ref: str | os.PathLike | nn.Module, *, revision: str | None = None, dtype: str | torch.dtype | None = None,
-               device: str | torch.device = "cpu", relative_to: str | os.PathLike | None = None) -> nn.Module:
+def load_model(ref: str | os.PathLike | nn.Module, *, revision: str | None = None,
+               dtype: str | torch.dtype | None = None, device: str | torch.device = "cpu",
+               relative_to: str | os.PathLike | None = None) -> nn.Module:
     """Load a base or fine-tuned model in eval mode.
 
     ``ref`` is a zoo catalog name / zoo repo folder (loaded with ``zoo.load``), a ``zoo train`` / ``zoo finetune``
@@ -92,7 +93,8 @@ def weights_dtype(model: nn.Module) -> torch.dtype:
 
 def load_pair(base: str | os.PathLike | nn.Module, finetune: str | os.PathLike | nn.Module, *,
               dtype: str | torch.dtype | None = None, base_revision: str | None = None,
-              finetune_revision: str | None = None, note: Callable[[str], Any] | None = None) -> tuple[nn.Module, nn.Module]:
+              finetune_revision: str | None = None, note: Callable[[str], Any] | None = None,
+              ) -> tuple[nn.Module, nn.Module]:
     """The base and the fine-tune to compress against it, both in ``dtype``, else in the wider of their stored dtypes.
 
     A fine-tune wider than its base (float32, as ``zoo finetune`` trains and publishes, of a bfloat16 base) gets the

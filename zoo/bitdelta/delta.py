@@ -31,7 +31,8 @@ from zoo.io import CONFIG_NAME, DEFAULT_SHARD_BYTES, load_state_dict, save_state
 from zoo.io import atomic_path, dtype_name, folder_undone_on_failure, weights_fingerprint
 from zoo.bitdelta._bits import BIT_ORDER, SIGN_CONVENTION, pack_signs
 
-__all__ = ["BitDelta", "compress", "check_same_kind", "select_modules", "linear_weight", "is_linear_like", "FORMAT_VERSION"]
+__all__ = ["BitDelta", "compress", "check_same_kind", "select_modules", "linear_weight", "is_linear_like",
+           "FORMAT_VERSION"]
 
 FORMAT_VERSION = 1
 MODEL_TYPE = "bitdelta"
@@ -148,11 +149,9 @@ class BitDelta:
 
     def hparams(self) -> dict[str, Any]:
         """The plain-JSON description of this delta: BitDeltaModule's hyperparameters."""
-        return {
-            **self.identity(),
-            "modules": {name: list(shape) for name, shape in self.shapes.items()},
-            "params": {name: {"shape": list(t.shape), "dtype": dtype_name(t.dtype)} for name, t in self.params.items()},
-        }
+        return {**self.identity(), "modules": {name: list(shape) for name, shape in self.shapes.items()},
+                "params": {name: {"shape": list(t.shape), "dtype": dtype_name(t.dtype)}
+                           for name, t in self.params.items()}}
 
     def metadata(self) -> dict[str, str]:
         """The safetensors header metadata (strings only; names sorted, as in ``config.json``)."""
@@ -160,10 +159,7 @@ class BitDelta:
         return {
             "zoo_model_type": MODEL_TYPE,
             "bitdelta_format": str(FORMAT_VERSION),
-            "base": self.base or "",
-            "base_revision": self.base_revision or "",
-            "base_sha256": self.base_sha256 or "",
-            "base_dtype": self.base_dtype,
+            **{key: value or "" for key, value in self.identity().items()},
             "modules": json.dumps({n: list(s) for n, s in sorted(self.shapes.items())}),
             "params": json.dumps(sorted(self.params)),
             "bit_order": BIT_ORDER,
@@ -173,19 +169,15 @@ class BitDelta:
 
     # ------------------------------------------------------------------ disk
     def save(self, directory: str | os.PathLike, *, extra_hparams: dict[str, Any] | None = None,
-             max_shard_bytes: int = DEFAULT_SHARD_BYTES, extra_files: dict[str, str | bytes] | None = None) -> list[str]:
+             max_shard_bytes: int = DEFAULT_SHARD_BYTES, extra_files: dict[str, str | bytes] | None = None
+             ) -> list[str]:
         """Write a zoo repo folder (``config.json`` + ``model.safetensors`` + ``extra_files``) that ``zoo.load`` turns
         into the model."""
         from zoo import __version__
         from zoo.module import CONFIG_FORMAT
 
-        config = {
-            "zoo_config_format": CONFIG_FORMAT,
-            "zoo_version": __version__,
-            "method": "bitdelta",
-            "model_type": MODEL_TYPE,
-            "hparams": {**self.hparams(), **(extra_hparams or {})},
-        }
+        config = {"zoo_config_format": CONFIG_FORMAT, "zoo_version": __version__, "method": "bitdelta",
+                  "model_type": MODEL_TYPE, "hparams": {**self.hparams(), **(extra_hparams or {})}}
         with folder_undone_on_failure(directory) as directory:  # never weights without a config
             names = save_state_dict(self.state_dict(), directory, max_shard_bytes=max_shard_bytes,
                                     metadata=self.metadata())
@@ -206,7 +198,7 @@ class BitDelta:
         directory = Path(directory)
         config = read_config(directory / CONFIG_NAME)
         if config["model_type"] != MODEL_TYPE:
-            raise ValueError(f"{directory} holds a {config.get('model_type')!r} model, not a BitDelta")
+            raise ValueError(f"{directory} holds a {config['model_type']!r} model, not a BitDelta")
         with safe_open(str(weight_files(directory)[0]), framework="pt") as f:
             meta = f.metadata() or {}
         version = int(meta.get("bitdelta_format", 0))
@@ -228,8 +220,8 @@ class BitDelta:
         if set(state) != expected:
             raise ValueError(f"the delta's tensors do not match its config: unexpected {sorted(set(state) - expected)[:5]}, "
                              f"missing {sorted(expected - set(state))[:5]}")
-        return cls(masks=masks, scales=scales, shapes=shapes, params=state, base=hparams.get("base"),
-                   base_revision=hparams.get("base_revision"), base_sha256=hparams.get("base_sha256"),
+        identity = {key: hparams.get(key) for key in ("base", "base_revision", "base_sha256")}
+        return cls(masks=masks, scales=scales, shapes=shapes, params=state, **identity,
                    base_dtype=hparams.get("base_dtype", "float32"))
 
     def check_base(self, base: nn.Module, *, verify: bool = True) -> None:
@@ -262,8 +254,9 @@ def check_same_kind(base: nn.Module, finetune: nn.Module) -> None:
 
 
 @torch.no_grad()
-def compress(base: nn.Module, finetune: nn.Module, *, select: str | Sequence[str] = AUTO_RULE, exclude: Iterable[str] = (),
-             base_name: str | None = None, base_revision: str | None = None, progress: bool = True) -> BitDelta:
+def compress(base: nn.Module, finetune: nn.Module, *, select: str | Sequence[str] = AUTO_RULE,
+             exclude: Iterable[str] = (), base_name: str | None = None, base_revision: str | None = None,
+             progress: bool = True) -> BitDelta:
     """BitDelta of ``finetune`` against ``base`` (same architecture and dtype: see ``zoo.bitdelta._base.load_pair``).
 
     Per selected layer: Δ = W_fine − W_base in the models' dtype, bits = (Δ ≥ 0), α = mean |Δ| in fp32. Every

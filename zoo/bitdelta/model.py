@@ -63,21 +63,18 @@ def use_tenants(model: nn.Module, tenant_of_row: torch.Tensor | Sequence[int]) -
 class BitDeltaLinear(nn.Module):
     """A linear layer whose fine-tuned weight is W_base + α·S, S ∈ {−1, +1} stored as packed bits.
 
-    ``masks`` (T, ceil(in/32), out) int32 and ``scales`` (T,) hold T tenants. ``weight`` is W_base (unmerged)
-    or W_base + α·S (merged, T = 1). ``grad_through_signs=False`` is the official distillation's backward:
-    the α·(x·Sᵀ) branch passes gradient to α but not back to x.
+    ``masks`` (T, ceil(in/32), out) int32, ``scales`` (T,) and a (T, out) ``bias`` hold T tenants. ``weight``
+    (out, in) is W_base (unmerged) or W_base + α·S (merged, T = 1). ``grad_through_signs=False`` is the official
+    distillation's backward: the α·(x·Sᵀ) branch passes gradient to α but not back to x.
     """
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, masks: torch.Tensor, scales: torch.Tensor, *,
                  merged: bool = False, block_size: int = 1024, grad_through_signs: bool = True):
-        # weight (out, in); bias (out,), or (T, out) per tenant; masks (T, ceil(in/32), out) int32; scales (T,)
         super().__init__()
         self.out_features, self.in_features = weight.shape
         if merged and masks.shape[0] != 1:
             raise ValueError("a merged BitDeltaLinear holds one tenant; use merged=False to serve several")
-        self.merged = merged
-        self.block_size = block_size
-        self.grad_through_signs = grad_through_signs
+        self.merged, self.block_size, self.grad_through_signs = merged, block_size, grad_through_signs
         self.tenants: torch.Tensor | None = None
         self.register_buffer("masks", masks.to(torch.int32))
         self.scales = nn.Parameter(scales.detach().float().clone())
@@ -110,9 +107,7 @@ class BitDeltaLinear(nn.Module):
             self.refresh_merged()
         per_tenant_bias = self.bias is not None and self.bias.dim() == 2
         y = F.linear(x, self.weight, None if per_tenant_bias else self.bias)
-        tenants = None
-        if self.num_tenants > 1 or per_tenant_bias:
-            tenants = _tenant_of_rows(self, x.shape[0], x.device)
+        tenants = _tenant_of_rows(self, x.shape[0], x.device) if self.num_tenants > 1 or per_tenant_bias else None
         if per_tenant_bias:
             y = y + self.bias[tenants].view(x.shape[0], *[1] * (y.dim() - 2), self.out_features)
         if self.merged:

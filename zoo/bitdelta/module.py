@@ -40,12 +40,7 @@ __all__ = ["CausalLM", "BitDeltaModule", "ScaleDistillation", "model_logits", "c
 def model_logits(model: nn.Module, batch: Any) -> torch.Tensor:
     """Run ``model`` on a batch: a dict of keyword inputs (``input_ids``, ``attention_mask``), a tensor, or a
     tuple whose first item is the input. Returns the logits (``.logits`` of HF outputs) or the plain output."""
-    if isinstance(batch, dict):
-        out = model(**batch)
-    elif isinstance(batch, (list, tuple)):
-        out = model(batch[0])
-    else:
-        out = model(batch)
+    out = model(**batch) if isinstance(batch, dict) else model(batch[0] if isinstance(batch, (list, tuple)) else batch)
     return out.logits if hasattr(out, "logits") else out
 
 
@@ -337,7 +332,8 @@ class BitDeltaModule(_SavedAsDelta):
     # ------------------------------------------------------------------ running
     def _base_answers(self, name: str) -> bool:
         """Whether the zoo base answers ``name``: a public name ZooModule lacks (EScAIP's ``as_calculator``, chess's
-        ``engine``, RCG's ``sample``, ...) but no in-place method (``..._``), which would change the base, not the delta."""
+        ``engine``, RCG's ``sample``, ...), but no in-place method (``..._``): it would change the base, not the
+        delta."""
         base = self.__dict__.get("_modules", {}).get("model")
         return (isinstance(base, ZooModule) and not name.startswith("_") and not name.endswith("_")
                 and not hasattr(ZooModule, name))
@@ -409,10 +405,10 @@ class ScaleDistillation(_SavedAsDelta):
     method = "bitdelta"
 
     def __init__(self, base: str, finetune: str, select: str | list[str] = "auto", exclude: list[str] | None = None,
-                 mode: str = "scales", lr: float = 1e-4, weight_decay: float | None = None, num_steps: int | None = None,
-                 dtype: str | None = None, base_revision: str | None = None, finetune_revision: str | None = None,
-                 block_size: int = 1024, out_dir: str | None = None, base_model: nn.Module | None = None,
-                 finetune_model: nn.Module | None = None):
+                 mode: str = "scales", lr: float = 1e-4, weight_decay: float | None = None,
+                 num_steps: int | None = None, dtype: str | None = None, base_revision: str | None = None,
+                 finetune_revision: str | None = None, block_size: int = 1024, out_dir: str | None = None,
+                 base_model: nn.Module | None = None, finetune_model: nn.Module | None = None):
         super().__init__()
         if mode not in ("scales", "official"):
             raise ValueError(f"mode must be 'scales' (train α only) or 'official' (α and full-precision params), got {mode!r}")
@@ -450,9 +446,8 @@ class ScaleDistillation(_SavedAsDelta):
         return self._teacher[0]
 
     def parts_in_eval_mode(self) -> list[nn.Module]:
-        # the student runs as the teacher does, in eval mode (dropout off; so does the official train.py, whose
-        # models stay as from_pretrained returns them): its logits are to match the teacher's, and only α and the
-        # carried tensors train
+        # the student runs in eval mode (dropout off) as the teacher does, and as in the official train.py: its
+        # logits are to match the teacher's, and only α and the carried tensors train
         return [self.model]
 
     def on_fit_start(self) -> None:
