@@ -14,7 +14,7 @@ from torch import nn
 from zoo.bitdelta.delta import check_same_kind
 from zoo.io import CONFIG_NAME, dtype_name
 
-__all__ = ["load_model", "load_pair", "weights_dtype", "is_zoo_ref", "base_source"]
+__all__ = ["load_model", "load_pair", "is_zoo_ref", "base_source"]
 
 
 def is_zoo_ref(ref: str) -> bool:
@@ -86,11 +86,6 @@ def load_model(ref: str | os.PathLike | nn.Module, *, revision: str | None = Non
     return model.to(device).eval()
 
 
-def weights_dtype(model: nn.Module) -> torch.dtype:
-    """The dtype of a model's floating weights (its first floating parameter's)."""
-    return next(p.dtype for p in model.parameters() if p.is_floating_point())
-
-
 def load_pair(base: str | os.PathLike | nn.Module, finetune: str | os.PathLike | nn.Module, *,
               dtype: str | torch.dtype | None = None, base_revision: str | None = None,
               finetune_revision: str | None = None, note: Callable[[str], Any] | None = None,
@@ -105,7 +100,9 @@ def load_pair(base: str | os.PathLike | nn.Module, finetune: str | os.PathLike |
     finetune_model = load_model(finetune, revision=finetune_revision, dtype=dtype)
     base_model = load_model(base, revision=base_revision, dtype=dtype)
     check_same_kind(base_model, finetune_model)
-    base_dtype, finetune_dtype = weights_dtype(base_model), weights_dtype(finetune_model)
+    # each model's dtype: that of its first floating parameter
+    base_dtype, finetune_dtype = (next(p.dtype for p in m.parameters() if p.is_floating_point())
+                                  for m in (base_model, finetune_model))
     wide = torch.promote_types(base_dtype, finetune_dtype)
     if note is not None and base_dtype != finetune_dtype:
         names = [dtype_name(d) for d in (finetune_dtype, base_dtype, wide)]

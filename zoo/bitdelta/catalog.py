@@ -41,8 +41,7 @@ def _entry(suffix: str, folder: str, finetune: str) -> ModelEntry:
         description=(
             f"Official BitDelta of {finetune} against {BASE}: 1-bit signs and one distilled scale for each of the "
             "224 attention/MLP projections, plus the fine-tune's embeddings, norms and lm_head in full precision "
-            "(about 1.4 GB). zoo.load fetches the base from the Hugging Face Hub and applies the delta."
-        ),
+            "(about 1.4 GB). zoo.load fetches the base from the Hugging Face Hub and applies the delta."),
     )
 
 

@@ -66,8 +66,7 @@ def _official_layers(modules: dict[str, nn.Module], *, strict: bool) -> list[str
                 elif strict:
                     raise ValueError(
                         f"the official rule selects {full!r}, a {type(child).__name__}, but only Linear "
-                        "layers can be compressed; pass select=[patterns] naming the Linear layers instead"
-                    )
+                        "layers can be compressed; pass select=[patterns] naming the Linear layers instead")
     return names
 
 
@@ -96,8 +95,7 @@ def select_modules(model: nn.Module, select: str | Sequence[str] = AUTO_RULE, ex
     if not names:
         raise ValueError(
             f"no layer of this {type(model).__name__} matches select={select!r}"
-            f"{f' minus exclude={list(exclude)}' if exclude else ''}; pass shell-style patterns such as ['*.mlp.*']"
-        )
+            f"{f' minus exclude={list(exclude)}' if exclude else ''}; pass shell-style patterns such as ['*.mlp.*']")
     return names
 
 
@@ -240,8 +238,7 @@ class BitDelta:
                 raise ValueError(
                     f"the base weights do not match this delta: its base {self.base!r} had sha256 {self.base_sha256}, "
                     f"the given base has {got}. Load the exact base (same checkpoint and dtype {self.base_dtype}), "
-                    "e.g. zoo.load(delta, base=<path>), or pass verify_base=False if you know what you are doing"
-                )
+                    "e.g. zoo.load(delta, base=<path>), or pass verify_base=False if you know what you are doing")
 
 
 # ----------------------------------------------------------------------------- compress

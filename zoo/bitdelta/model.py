@@ -206,10 +206,9 @@ def _assign_tensor(model: nn.Module, name: str, value: torch.Tensor) -> None:
 def _sync_vocab_size(model: nn.Module) -> None:
     """HF models: ``config.vocab_size`` follows the (carried) output embedding, as the official loader does."""
     config, get_out = getattr(model, "config", None), getattr(model, "get_output_embeddings", None)
-    if config is not None and hasattr(config, "vocab_size") and callable(get_out):
-        head = get_out()
-        if isinstance(head, nn.Linear):
-            config.vocab_size = head.weight.shape[0]
+    if config is not None and hasattr(config, "vocab_size") and callable(get_out) \
+            and isinstance(head := get_out(), nn.Linear):
+        config.vocab_size = head.weight.shape[0]
 
 
 def compressed_layers(model: nn.Module) -> dict[str, BitDeltaLinear]:

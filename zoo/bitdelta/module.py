@@ -189,8 +189,7 @@ class _SavedAsDelta(_Wrapper):
             f"A BitDelta (1-bit fine-tune delta) of {len(delta.shapes)} layers against the base `{delta.base}`"
             f"{f' at revision {delta.base_revision}' if delta.base_revision else ''}; {delta.nbytes() / 2**20:.2f} MiB "
             f"of packed signs, scales and {len(delta.params)} full-precision tensors. `zoo.load` fetches the base, "
-            f"checks its weights (sha256 {delta.base_sha256 or 'not recorded'}) and applies the delta."
-        )
+            f"checks its weights (sha256 {delta.base_sha256 or 'not recorded'}) and applies the delta.")
         return fields
 
 
@@ -258,10 +257,9 @@ class BitDeltaModule(_SavedAsDelta):
                  model: nn.Module | None = None, delta: BitDelta | None = None):
         super().__init__()
         self.save_hyperparameters(ignore=["model", "delta"])
-        rebuild = model is None or delta is None
         # rebuilt from hyperparameters alone (a Lightning checkpoint, even under the meta device): load the real
         # base on the CPU and apply an empty delta; the checkpoint's tensors are assigned next
-        with torch.device("cpu") if rebuild else contextlib.nullcontext():
+        with torch.device("cpu") if model is None or delta is None else contextlib.nullcontext():
             if delta is None:
                 delta = self._empty_delta()
             if model is None:
@@ -313,10 +311,7 @@ class BitDeltaModule(_SavedAsDelta):
         hp.update((k, v) for k, v in (("merged", merged), ("block_size", block_size)) if v is not None)
         module = cls(**hp, model=base_model, delta=delta)
         module.tokenizer_source = base_source(base, hparams["base"], directory)
-        module.to(device)
-        if dtype is not None:
-            module.to(dtype=dtype)
-        return module
+        return module.to(device=device, dtype=dtype)
 
     # ------------------------------------------------------------------ the delta
     def to_delta(self) -> BitDelta:
@@ -433,13 +428,12 @@ class ScaleDistillation(_SavedAsDelta):
         for layer in compressed_layers(student).values():
             layer.scales.requires_grad_(True)
         if hp.mode == "official":  # the official optimizer gets every student parameter; base weights are buffers
-            for p in student.parameters():
-                p.requires_grad_(True)
+            student.requires_grad_(True)
         self.model = student.eval()  # see parts_in_eval_mode()
         self._identity = delta.identity()
         self._new_tensors = [k for k in delta.params if k not in self._base_tensors]
-        teacher.requires_grad_(False)
-        self._teacher = [teacher.eval()]  # a list: not a submodule, so it stays out of checkpoints and the optimizer
+        # a list: not a submodule, so it stays out of checkpoints and the optimizer
+        self._teacher = [teacher.requires_grad_(False).eval()]
 
     @property
     def teacher(self) -> nn.Module:
