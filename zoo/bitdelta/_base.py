@@ -66,7 +66,6 @@ def load_model(ref: str | os.PathLike | nn.Module, *, revision: str | None = Non
     dtype = parse_dtype(dtype)
     ref = _beside(str(ref), relative_to)
     with torch.device("cpu"):  # also when a checkpoint loader builds us under the meta device
-        # a zoo model, or a `zoo train` / `zoo finetune` checkpoint of one
         if is_zoo_ref(ref) or (ref.endswith(".ckpt") and Path(ref).expanduser().is_file()):
             from zoo import load
 
@@ -79,10 +78,9 @@ def load_model(ref: str | os.PathLike | nn.Module, *, revision: str | None = Non
         try:
             model = AutoModelForCausalLM.from_pretrained(ref, revision=revision, dtype=dtype or torch.float32)
         except OSError as err:
-            raise FileNotFoundError(
-                f"cannot load the model {ref!r}: it is neither a zoo model (see `zoo list`), a local folder, nor a "
-                f"reachable Hugging Face repo ({err}). Pass a local folder, e.g. base=<path> / --base PATH."
-            ) from None
+            raise FileNotFoundError(f"cannot load the model {ref!r}: it is neither a zoo model (see `zoo list`), a "
+                                    f"local folder, nor a reachable Hugging Face repo ({err}). Pass a local folder, "
+                                    "e.g. base=<path> / --base PATH.") from None
     return model.to(device).eval()
 
 
