@@ -14,7 +14,7 @@ from torch import nn
 from zoo.bitdelta.delta import check_same_kind
 from zoo.io import CONFIG_NAME, dtype_name
 
-__all__ = ["load_model", "load_pair", "weights_dtype", "is_zoo_ref", "default_tokenizer", "base_source"]
+__all__ = ["load_model", "load_pair", "is_zoo_ref", "default_tokenizer", "base_source"]
 
 
 def is_zoo_ref(ref: str) -> bool:
@@ -65,14 +65,9 @@ def base_source(base: str | os.PathLike | nn.Module | None, named: str | None, f
     return _beside(named, folder) if base is None and named else named
 
 
-def load_model(
-    ref: str | os.PathLike | nn.Module,
-    *,
-    revision: str | None = None,
-    dtype: str | torch.dtype | None = None,
-    device: str | torch.device = "cpu",
-    relative_to: str | os.PathLike | None = None,
-) -> nn.Module:
+def load_model(ref: str | os.PathLike | nn.Module, *, revision: str | None = None,
+               dtype: str | torch.dtype | None = None, device: str | torch.device = "cpu",
+               relative_to: str | os.PathLike | None = None) -> nn.Module:
     """Load a base or fine-tuned model in eval mode.
 
     ``ref`` is a zoo catalog name / zoo repo folder (loaded with ``zoo.load``), a ``zoo train`` / ``zoo finetune``
@@ -87,7 +82,6 @@ def load_model(
     dtype = parse_dtype(dtype)
     ref = _beside(str(ref), relative_to)
     with torch.device("cpu"):  # also when a checkpoint loader builds us under the meta device
-        # a zoo model, or a `zoo train` / `zoo finetune` checkpoint of one
         if is_zoo_ref(ref) or (ref.endswith(".ckpt") and Path(ref).expanduser().is_file()):
             from zoo import load
 
@@ -100,27 +94,16 @@ def load_model(
         try:
             model = AutoModelForCausalLM.from_pretrained(ref, revision=revision, dtype=dtype or torch.float32)
         except OSError as err:
-            raise FileNotFoundError(
-                f"cannot load the model {ref!r}: it is neither a zoo model (see `zoo list`), a local folder, nor a "
-                f"reachable Hugging Face repo ({err}). Pass a local folder, e.g. base=<path> / --base PATH."
-            ) from None
+            raise FileNotFoundError(f"cannot load the model {ref!r}: it is neither a zoo model (see `zoo list`), a "
+                                    f"local folder, nor a reachable Hugging Face repo ({err}). Pass a local folder, "
+                                    "e.g. base=<path> / --base PATH.") from None
     return model.to(device).eval()
 
 
-def weights_dtype(model: nn.Module) -> torch.dtype:
-    """The dtype of a model's floating weights (its first floating parameter's)."""
-    return next(p.dtype for p in model.parameters() if p.is_floating_point())
-
-
-def load_pair(
-    base: str | os.PathLike | nn.Module,
-    finetune: str | os.PathLike | nn.Module,
-    *,
-    dtype: str | torch.dtype | None = None,
-    base_revision: str | None = None,
-    finetune_revision: str | None = None,
-    note: Callable[[str], Any] | None = None,
-) -> tuple[nn.Module, nn.Module]:
+def load_pair(base: str | os.PathLike | nn.Module, finetune: str | os.PathLike | nn.Module, *,
+              dtype: str | torch.dtype | None = None, base_revision: str | None = None,
+              finetune_revision: str | None = None, note: Callable[[str], Any] | None = None,
+              ) -> tuple[nn.Module, nn.Module]:
     """The base and the fine-tune to compress against it, both in ``dtype``, else in the wider of their stored dtypes.
 
     A fine-tune wider than its base (float32, as ``zoo finetune`` trains and publishes, of a bfloat16 base) gets the
@@ -131,7 +114,9 @@ def load_pair(
     finetune_model = load_model(finetune, revision=finetune_revision, dtype=dtype)
     base_model = load_model(base, revision=base_revision, dtype=dtype)
     check_same_kind(base_model, finetune_model)
-    base_dtype, finetune_dtype = weights_dtype(base_model), weights_dtype(finetune_model)
+    # each model's dtype: that of its first floating parameter
+    base_dtype, finetune_dtype = (next(p.dtype for p in m.parameters() if p.is_floating_point())
+                                  for m in (base_model, finetune_model))
     wide = torch.promote_types(base_dtype, finetune_dtype)
     if note is not None and base_dtype != finetune_dtype:
         names = [dtype_name(d) for d in (finetune_dtype, base_dtype, wide)]

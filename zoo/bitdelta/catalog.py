@@ -1,12 +1,9 @@
-"""Catalog entries: the zoo's own byte-level base (embedded) and the official BitDelta Mistral-7B deltas
-(``FasterDecoding/BitDelta_Mistral_combo``).
+"""Catalog entries: the zoo's own byte-level base and its two deltas, and the official BitDelta Mistral-7B deltas.
 
-Each official delta is one ``<folder>/diff.pt`` of that Hub repo, downloaded through ``huggingface_hub`` into the
-HF cache, checked against the LFS sha256 the Hub announces, and converted on first load by
-:func:`zoo.bitdelta.convert.from_upstream` into a zoo delta naming its base, ``mistralai/Mistral-7B-v0.1``. The
-repo's commit and the files' sha256 could not be measured offline, so they follow ``main`` and each file is pinned
-on first download (the hub layer's trust-on-first-use for upstream files). The converted repos get their own Hub
-homes (``lightning-zoo/<name>``) once ``zoo release`` publishes them.
+Each official delta is one ``<folder>/diff.pt`` of ``FasterDecoding/BitDelta_Mistral_combo``, fetched into the HF
+cache at the LFS sha256 the Hub announces and converted on first load (:func:`zoo.bitdelta.convert.from_upstream`)
+into a zoo delta naming its base. No commit of that repo could be measured offline: entries follow ``main`` and each
+file is pinned on first download (trust on first use). ``zoo release`` publishes the converted repos.
 """
 
 from zoo.registry import FileSpec, ModelEntry, read_pins
@@ -35,7 +32,6 @@ def _entry(suffix: str, folder: str, finetune: str) -> ModelEntry:
         name=f"bitdelta-mistral-7b-{suffix}",
         method="bitdelta",
         **PINS.get(f"bitdelta-mistral-7b-{suffix}", {}),
-        # through the HF cache at the Hub's LFS sha256; no commit of that repo was measured here, so it follows main
         upstream=(FileSpec(path, None, None, url=f"hf://{HF_REPO}/{path}"),),
         converter="zoo.bitdelta.convert:from_upstream",
         convert_args={"base": BASE, "num_modules": 224},
@@ -45,8 +41,7 @@ def _entry(suffix: str, folder: str, finetune: str) -> ModelEntry:
         description=(
             f"Official BitDelta of {finetune} against {BASE}: 1-bit signs and one distilled scale for each of the "
             "224 attention/MLP projections, plus the fine-tune's embeddings, norms and lm_head in full precision "
-            "(about 1.4 GB). zoo.load fetches the base from the Hugging Face Hub and applies the delta."
-        ),
+            "(about 1.4 GB). zoo.load fetches the base from the Hugging Face Hub and applies the delta."),
     )
 
 
@@ -62,6 +57,7 @@ BYTES_BASE = ModelEntry(
     metrics={"val_ppl": 5.534, "val_bits_per_byte": 2.468},
     recipe="recipes/bitdelta/base-pretrain.yaml",
 )
+
 
 def _family_delta(corpus: str, author: str, held_out: str, metrics: dict) -> ModelEntry:
     return ModelEntry(
@@ -81,14 +77,10 @@ def _family_delta(corpus: str, author: str, held_out: str, metrics: dict) -> Mod
 
 
 FAMILY_DELTAS = [
-    _family_delta(
-        "austen", "Jane Austen's novels", "Persuasion",
-        {"val_ppl": 4.105, "recovered": 0.958, "base_val_ppl": 5.995, "finetune_val_ppl": 4.037},
-    ),
-    _family_delta(
-        "milton", "Milton's poems and prose", "Paradise Regained",
-        {"val_ppl": 5.254, "recovered": 0.953, "base_val_ppl": 6.552, "finetune_val_ppl": 5.197},
-    ),
+    _family_delta("austen", "Jane Austen's novels", "Persuasion",
+                  {"val_ppl": 4.105, "recovered": 0.958, "base_val_ppl": 5.995, "finetune_val_ppl": 4.037}),
+    _family_delta("milton", "Milton's poems and prose", "Paradise Regained",
+                  {"val_ppl": 5.254, "recovered": 0.953, "base_val_ppl": 6.552, "finetune_val_ppl": 5.197}),
 ]
 
 ENTRIES = [BYTES_BASE, *FAMILY_DELTAS] + [_entry(suffix, folder, finetune) for suffix, (folder, finetune) in _OFFICIAL.items()]

@@ -54,13 +54,8 @@ def _same_as_base(base: torch.Tensor | None, value: torch.Tensor) -> bool:
     return same
 
 
-def from_official(
-    state: dict[str, torch.Tensor],
-    *,
-    base: str | None,
-    base_model: nn.Module | None = None,
-    base_revision: str | None = None,
-) -> BitDelta:
+def from_official(state: dict[str, torch.Tensor], *, base: str | None, base_model: nn.Module | None = None,
+                  base_revision: str | None = None) -> BitDelta:
     """An official delta dict as a :class:`BitDelta`.
 
     With ``base_model`` (the base the file was made against) the delta records the base's fingerprint and drops

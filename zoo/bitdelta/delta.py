@@ -28,18 +28,11 @@ import torch
 from torch import nn
 
 from zoo.io import CONFIG_NAME, DEFAULT_SHARD_BYTES, load_state_dict, save_state_dict, weight_files, write_json_atomic
-from zoo.io import dtype_name, folder_undone_on_failure, weights_fingerprint
+from zoo.io import atomic_path, dtype_name, folder_undone_on_failure, weights_fingerprint
 from zoo.bitdelta._bits import BIT_ORDER, SIGN_CONVENTION, pack_signs
 
-__all__ = [
-    "BitDelta",
-    "compress",
-    "check_same_kind",
-    "select_modules",
-    "linear_weight",
-    "is_linear_like",
-    "FORMAT_VERSION",
-]
+__all__ = ["BitDelta", "compress", "check_same_kind", "select_modules", "linear_weight", "is_linear_like",
+           "FORMAT_VERSION"]
 
 FORMAT_VERSION = 1
 MODEL_TYPE = "bitdelta"
@@ -73,19 +66,17 @@ def _official_layers(modules: dict[str, nn.Module], *, strict: bool) -> list[str
                 elif strict:
                     raise ValueError(
                         f"the official rule selects {full!r}, a {type(child).__name__}, but only Linear "
-                        "layers can be compressed; pass select=[patterns] naming the Linear layers instead"
-                    )
+                        "layers can be compressed; pass select=[patterns] naming the Linear layers instead")
     return names
 
 
 def select_modules(model: nn.Module, select: str | Sequence[str] = AUTO_RULE, exclude: Iterable[str] = ()) -> list[str]:
     """Names of the linear layers to compress.
 
-    ``select="official"``: the official rule, every direct child whose name contains ``proj`` of a module whose dotted
-    name contains ``mlp`` or ``self_attn`` (7 layers per Llama/Mistral block; embeddings and head are carried).
-    ``select="auto"`` (the default, for a model of any method): the official rule's Linear layers where it finds
-    any, else every Linear layer. Otherwise ``select`` is a list of shell-style patterns (``"*.attn.c_attn"``,
-    ``"*"``) matched against linear layer names. ``exclude`` patterns drop names.
+    ``select="official"``: the official rule (:func:`_official_layers`: 7 layers per Llama/Mistral block; embeddings
+    and head are carried). ``select="auto"`` (the default, for a model of any method): the official rule's Linear
+    layers where it finds any, else every Linear layer. Otherwise ``select`` is a list of shell-style patterns
+    (``"*.attn.c_attn"``, ``"*"``) matched against linear layer names. ``exclude`` patterns drop names.
     """
     modules = dict(model.named_modules())
     if not isinstance(select, str) and len(select) == 1:
@@ -104,12 +95,10 @@ def select_modules(model: nn.Module, select: str | Sequence[str] = AUTO_RULE, ex
     if not names:
         raise ValueError(
             f"no layer of this {type(model).__name__} matches select={select!r}"
-            f"{f' minus exclude={list(exclude)}' if exclude else ''}; pass shell-style patterns such as ['*.mlp.*']"
-        )
+            f"{f' minus exclude={list(exclude)}' if exclude else ''}; pass shell-style patterns such as ['*.mlp.*']")
     return names
 
 
-# ----------------------------------------------------------------------------- the delta
 @dataclass
 class BitDelta:
     """Packed signs and scales per compressed layer, plus the full-precision tensors that changed."""
@@ -158,11 +147,9 @@ class BitDelta:
 
     def hparams(self) -> dict[str, Any]:
         """The plain-JSON description of this delta: BitDeltaModule's hyperparameters."""
-        return {
-            **self.identity(),
-            "modules": {name: list(shape) for name, shape in self.shapes.items()},
-            "params": {name: {"shape": list(t.shape), "dtype": dtype_name(t.dtype)} for name, t in self.params.items()},
-        }
+        return {**self.identity(), "modules": {name: list(shape) for name, shape in self.shapes.items()},
+                "params": {name: {"shape": list(t.shape), "dtype": dtype_name(t.dtype)}
+                           for name, t in self.params.items()}}
 
     def metadata(self) -> dict[str, str]:
         """The safetensors header metadata (strings only; names sorted, as in ``config.json``)."""
@@ -170,10 +157,7 @@ class BitDelta:
         return {
             "zoo_model_type": MODEL_TYPE,
             "bitdelta_format": str(FORMAT_VERSION),
-            "base": self.base or "",
-            "base_revision": self.base_revision or "",
-            "base_sha256": self.base_sha256 or "",
-            "base_dtype": self.base_dtype,
+            **{key: value or "" for key, value in self.identity().items()},
             "modules": json.dumps({n: list(s) for n, s in sorted(self.shapes.items())}),
             "params": json.dumps(sorted(self.params)),
             "bit_order": BIT_ORDER,
@@ -183,22 +167,23 @@ class BitDelta:
 
     # ------------------------------------------------------------------ disk
     def save(self, directory: str | os.PathLike, *, extra_hparams: dict[str, Any] | None = None,
-             max_shard_bytes: int = DEFAULT_SHARD_BYTES) -> list[str]:
-        """Write a zoo repo folder (``config.json`` + ``model.safetensors``) that ``zoo.load`` turns into the model."""
+             max_shard_bytes: int = DEFAULT_SHARD_BYTES, extra_files: dict[str, str | bytes] | None = None
+             ) -> list[str]:
+        """Write a zoo repo folder (``config.json`` + ``model.safetensors`` + ``extra_files``) that ``zoo.load`` turns
+        into the model."""
         from zoo import __version__
         from zoo.module import CONFIG_FORMAT
 
-        config = {
-            "zoo_config_format": CONFIG_FORMAT,
-            "zoo_version": __version__,
-            "method": "bitdelta",
-            "model_type": MODEL_TYPE,
-            "hparams": {**self.hparams(), **(extra_hparams or {})},
-        }
+        config = {"zoo_config_format": CONFIG_FORMAT, "zoo_version": __version__, "method": "bitdelta",
+                  "model_type": MODEL_TYPE, "hparams": {**self.hparams(), **(extra_hparams or {})}}
         with folder_undone_on_failure(directory) as directory:  # never weights without a config
             names = save_state_dict(self.state_dict(), directory, max_shard_bytes=max_shard_bytes,
                                     metadata=self.metadata())
             write_json_atomic(directory / CONFIG_NAME, config)
+            for name, content in (extra_files or {}).items():
+                with atomic_path(directory / name) as tmp:
+                    tmp.write_bytes(content.encode() if isinstance(content, str) else content)
+                names.append(name)
         return [CONFIG_NAME, *names]
 
     @classmethod
@@ -206,13 +191,12 @@ class BitDelta:
         """Read a delta repo folder written by :meth:`save`."""
         from safetensors import safe_open
 
+        from zoo.module import read_config
+
         directory = Path(directory)
-        config_path = directory / CONFIG_NAME
-        if not config_path.exists():
-            raise FileNotFoundError(f"{directory} has no {CONFIG_NAME}; it is not a BitDelta repo folder")
-        config = json.loads(config_path.read_text())
-        if config.get("model_type") != MODEL_TYPE:
-            raise ValueError(f"{directory} holds a {config.get('model_type')!r} model, not a BitDelta")
+        config = read_config(directory / CONFIG_NAME)
+        if config["model_type"] != MODEL_TYPE:
+            raise ValueError(f"{directory} holds a {config['model_type']!r} model, not a BitDelta")
         with safe_open(str(weight_files(directory)[0]), framework="pt") as f:
             meta = f.metadata() or {}
         version = int(meta.get("bitdelta_format", 0))
@@ -234,11 +218,10 @@ class BitDelta:
         if set(state) != expected:
             raise ValueError(f"the delta's tensors do not match its config: unexpected {sorted(set(state) - expected)[:5]}, "
                              f"missing {sorted(expected - set(state))[:5]}")
-        return cls(masks=masks, scales=scales, shapes=shapes, params=state, base=hparams.get("base"),
-                   base_revision=hparams.get("base_revision"), base_sha256=hparams.get("base_sha256"),
+        identity = {key: hparams.get(key) for key in ("base", "base_revision", "base_sha256")}
+        return cls(masks=masks, scales=scales, shapes=shapes, params=state, **identity,
                    base_dtype=hparams.get("base_dtype", "float32"))
 
-    # ------------------------------------------------------------------ checks
     def check_base(self, base: nn.Module, *, verify: bool = True) -> None:
         """Raise ValueError unless ``base`` is the model this delta was made from (fingerprint and shapes)."""
         modules = dict(base.named_modules())
@@ -255,8 +238,7 @@ class BitDelta:
                 raise ValueError(
                     f"the base weights do not match this delta: its base {self.base!r} had sha256 {self.base_sha256}, "
                     f"the given base has {got}. Load the exact base (same checkpoint and dtype {self.base_dtype}), "
-                    "e.g. zoo.load(delta, base=<path>), or pass verify_base=False if you know what you are doing"
-                )
+                    "e.g. zoo.load(delta, base=<path>), or pass verify_base=False if you know what you are doing")
 
 
 # ----------------------------------------------------------------------------- compress
@@ -269,16 +251,9 @@ def check_same_kind(base: nn.Module, finetune: nn.Module) -> None:
 
 
 @torch.no_grad()
-def compress(
-    base: nn.Module,
-    finetune: nn.Module,
-    *,
-    select: str | Sequence[str] = AUTO_RULE,
-    exclude: Iterable[str] = (),
-    base_name: str | None = None,
-    base_revision: str | None = None,
-    progress: bool = True,
-) -> BitDelta:
+def compress(base: nn.Module, finetune: nn.Module, *, select: str | Sequence[str] = AUTO_RULE,
+             exclude: Iterable[str] = (), base_name: str | None = None, base_revision: str | None = None,
+             progress: bool = True) -> BitDelta:
     """BitDelta of ``finetune`` against ``base`` (same architecture and dtype: see ``zoo.bitdelta._base.load_pair``).
 
     Per selected layer: Δ = W_fine − W_base in the models' dtype, bits = (Δ ≥ 0), α = mean |Δ| in fp32. Every

@@ -16,10 +16,10 @@ from zoo.bitdelta.module import causal_lm_loss, model_logits
 __all__ = ["perplexity", "logit_agreement", "recovered_fraction"]
 
 
-def _rows(data, tokenizer, max_length: int) -> torch.Tensor:
-    if isinstance(data, torch.Tensor):
-        return data.long()
-    return load_token_rows(data, tokenizer, max_length)
+def _batches(model: nn.Module, data, tokenizer, max_length: int, batch_size: int) -> tuple[torch.Tensor, ...]:
+    """Token rows (given, or windows of a text file) on ``model``'s device, in batches."""
+    rows = data.long() if isinstance(data, torch.Tensor) else load_token_rows(data, tokenizer, max_length)
+    return rows.to(next(model.parameters()).device).split(batch_size)
 
 
 @torch.no_grad()
@@ -31,11 +31,8 @@ def perplexity(model: nn.Module, data: str | os.PathLike | torch.Tensor, *, toke
     """
     from tqdm.auto import tqdm
 
-    rows = _rows(data, tokenizer, max_length)
-    device = next(model.parameters()).device
     total, count = 0.0, 0
-    for start in tqdm(range(0, len(rows), batch_size), desc="perplexity", disable=not progress):
-        ids = rows[start : start + batch_size].to(device)
+    for ids in tqdm(_batches(model, data, tokenizer, max_length, batch_size), desc="perplexity", disable=not progress):
         logits = model_logits(model, {"input_ids": ids})
         total += causal_lm_loss(logits, ids, reduction="sum").item()
         count += ids[:, 1:].numel()
@@ -51,11 +48,8 @@ def logit_agreement(model: nn.Module, reference: nn.Module, data: str | os.PathL
     ``mse``: mean squared logit difference (the distillation loss); ``max_abs``: largest logit difference;
     ``kl``: mean KL(reference ‖ model) per token in nats; ``top1``: fraction of positions with the same argmax.
     """
-    rows = _rows(data, tokenizer, max_length)
-    device = next(model.parameters()).device
     sq, kl, top1, n_logits, n_pos, max_abs = 0.0, 0.0, 0, 0, 0, 0.0
-    for start in range(0, len(rows), batch_size):
-        ids = rows[start : start + batch_size].to(device)
+    for ids in _batches(model, data, tokenizer, max_length, batch_size):
         a = model_logits(model, {"input_ids": ids}).float()
         b = model_logits(reference, {"input_ids": ids}).float()
         if a.shape != b.shape:

@@ -60,33 +60,21 @@ def use_tenants(model: nn.Module, tenant_of_row: torch.Tensor | Sequence[int]) -
             m.tenants = None
 
 
-# ----------------------------------------------------------------------------- layers
 class BitDeltaLinear(nn.Module):
     """A linear layer whose fine-tuned weight is W_base + α·S, S ∈ {−1, +1} stored as packed bits.
 
-    ``masks`` (T, ceil(in/32), out) int32 and ``scales`` (T,) hold T tenants. ``weight`` is W_base (unmerged)
-    or W_base + α·S (merged, T = 1). ``grad_through_signs=False`` is the official distillation's backward:
-    the α·(x·Sᵀ) branch passes gradient to α but not back to x.
+    ``masks`` (T, ceil(in/32), out) int32, ``scales`` (T,) and a (T, out) ``bias`` hold T tenants. ``weight``
+    (out, in) is W_base (unmerged) or W_base + α·S (merged, T = 1). ``grad_through_signs=False`` is the official
+    distillation's backward: the α·(x·Sᵀ) branch passes gradient to α but not back to x.
     """
 
-    def __init__(
-        self,
-        weight: torch.Tensor,  # (out, in)
-        bias: torch.Tensor | None,  # (out,), or (T, out) for per-tenant biases
-        masks: torch.Tensor,  # (T, ceil(in/32), out) int32
-        scales: torch.Tensor,  # (T,)
-        *,
-        merged: bool = False,
-        block_size: int = 1024,
-        grad_through_signs: bool = True,
-    ):
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, masks: torch.Tensor, scales: torch.Tensor, *,
+                 merged: bool = False, block_size: int = 1024, grad_through_signs: bool = True):
         super().__init__()
         self.out_features, self.in_features = weight.shape
         if merged and masks.shape[0] != 1:
             raise ValueError("a merged BitDeltaLinear holds one tenant; use merged=False to serve several")
-        self.merged = merged
-        self.block_size = block_size
-        self.grad_through_signs = grad_through_signs
+        self.merged, self.block_size, self.grad_through_signs = merged, block_size, grad_through_signs
         self.tenants: torch.Tensor | None = None
         self.register_buffer("masks", masks.to(torch.int32))
         self.scales = nn.Parameter(scales.detach().float().clone())
@@ -119,25 +107,24 @@ class BitDeltaLinear(nn.Module):
             self.refresh_merged()
         per_tenant_bias = self.bias is not None and self.bias.dim() == 2
         y = F.linear(x, self.weight, None if per_tenant_bias else self.bias)
-        tenants = None
-        if self.num_tenants > 1 or per_tenant_bias:
-            tenants = _tenant_of_rows(self, x.shape[0], x.device)
+        tenants = _tenant_of_rows(self, x.shape[0], x.device) if self.num_tenants > 1 or per_tenant_bias else None
         if per_tenant_bias:
             y = y + self.bias[tenants].view(x.shape[0], *[1] * (y.dim() - 2), self.out_features)
         if self.merged:
             if self.training and self.scales.requires_grad:
                 # zero in value, but carries dL/dα = sum(dL/dy · x·Sᵀ) to the scale
-                xs = x.detach()
-                y = y + (self.scales[0] - self.scales[0].detach()).to(y.dtype) * signed_matmul(xs, self.masks[0], self.in_features, self.block_size)
+                y = y + (self.scales[0] - self.scales[0].detach()).to(y.dtype) * self._signed(x.detach(), 0)
             return y
         xs = x if self.grad_through_signs else x.detach()
         if tenants is None:
-            return y + self.scales[0].to(y.dtype) * signed_matmul(xs, self.masks[0], self.in_features, self.block_size)
+            return y + self.scales[0].to(y.dtype) * self._signed(xs, 0)
         delta = torch.zeros_like(y)
         for t, rows in _rows_by_tenant(tenants):
-            part = self.scales[t].to(y.dtype) * signed_matmul(xs[rows], self.masks[t], self.in_features, self.block_size)
-            delta = delta.index_copy(0, rows, part)
+            delta = delta.index_copy(0, rows, self.scales[t].to(y.dtype) * self._signed(xs[rows], t))
         return y + delta
+
+    def _signed(self, x: torch.Tensor, tenant: int) -> torch.Tensor:
+        return signed_matmul(x, self.masks[tenant], self.in_features, self.block_size)  # x·S_tᵀ
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, tenants={self.num_tenants}, "
@@ -155,14 +142,11 @@ class TenantSwitch(nn.Module):
         super().__init__()
         self.module = module
         self.tenants: torch.Tensor | None = None
-        self._names: list[dict[str, str]] = []
-        for t, tensors in enumerate(overrides):
-            names = {}
+        self._names = [{local: f"tenant{t}__{local.replace('.', '__')}" for local in tensors}
+                       for t, tensors in enumerate(overrides)]
+        for names, tensors in zip(self._names, overrides):
             for local, tensor in tensors.items():
-                buffer = f"tenant{t}__{local.replace('.', '__')}"
-                self.register_buffer(buffer, tensor.detach())
-                names[local] = buffer
-            self._names.append(names)
+                self.register_buffer(names[local], tensor.detach())
 
     @property
     def num_tenants(self) -> int:
@@ -222,10 +206,9 @@ def _assign_tensor(model: nn.Module, name: str, value: torch.Tensor) -> None:
 def _sync_vocab_size(model: nn.Module) -> None:
     """HF models: ``config.vocab_size`` follows the (carried) output embedding, as the official loader does."""
     config, get_out = getattr(model, "config", None), getattr(model, "get_output_embeddings", None)
-    if config is not None and hasattr(config, "vocab_size") and callable(get_out):
-        head = get_out()
-        if isinstance(head, nn.Linear):
-            config.vocab_size = head.weight.shape[0]
+    if config is not None and hasattr(config, "vocab_size") and callable(get_out) \
+            and isinstance(head := get_out(), nn.Linear):
+        config.vocab_size = head.weight.shape[0]
 
 
 def compressed_layers(model: nn.Module) -> dict[str, BitDeltaLinear]:
@@ -233,14 +216,8 @@ def compressed_layers(model: nn.Module) -> dict[str, BitDeltaLinear]:
 
 
 @torch.no_grad()
-def apply_deltas_(
-    model: nn.Module,
-    deltas: Sequence[BitDelta],
-    *,
-    merged: bool = False,
-    block_size: int = 1024,
-    grad_through_signs: bool = True,
-) -> nn.Module:
+def apply_deltas_(model: nn.Module, deltas: Sequence[BitDelta], *, merged: bool = False, block_size: int = 1024,
+                  grad_through_signs: bool = True) -> nn.Module:
     """Turn ``model`` (the base) in place into the fine-tune (one delta) or a multi-tenant model (several).
 
     Compressed layers become :class:`BitDeltaLinear`; carried tensors replace the base's (one delta) or are
@@ -251,9 +228,8 @@ def apply_deltas_(
     if merged and len(deltas) > 1:
         raise ValueError(f"merged=True builds one fine-tune; {len(deltas)} deltas need merged=False (multi-tenant)")
     first = deltas[0]
-    for d in deltas[1:]:
-        if d.shapes != first.shapes:
-            raise ValueError("all tenants must compress the same layers with the same shapes to share one base")
+    if any(d.shapes != first.shapes for d in deltas):
+        raise ValueError("all tenants must compress the same layers with the same shapes to share one base")
     for d in deltas:
         d.check_base(model, verify=False)
     # carried tensors may be stored narrower than the base runs (e.g. bf16 beside an fp32 base): run them in its dtype
@@ -263,8 +239,7 @@ def apply_deltas_(
     modules = dict(model.named_modules())
     for name, (out_f, in_f) in first.shapes.items():
         base = modules[name]
-        weight = linear_weight(base).detach()
-        weight = weight.contiguous() if not isinstance(base, nn.Linear) else weight
+        weight = linear_weight(base).detach().contiguous()  # a Conv1D's is a transposed view
         bias = base.bias.detach() if getattr(base, "bias", None) is not None else None
         carried_bias = [p.get(f"{name}.bias") for p in params]
         if any(b is not None for b in carried_bias):
@@ -276,8 +251,7 @@ def apply_deltas_(
         scales = torch.stack([d.scales[name].reshape(()) for d in deltas]).to(weight.device)
         layer = BitDeltaLinear(weight, bias, masks, scales, merged=merged, block_size=block_size,
                                grad_through_signs=grad_through_signs)
-        layer.to(weight.device)
-        _set_submodule(model, name, layer)
+        _set_submodule(model, name, layer.to(weight.device))
 
     carried = [{k: v for k, v in p.items() if not (k.endswith(".bias") and k[:-5] in first.shapes)} for p in params]
     if len(deltas) == 1:
@@ -287,7 +261,7 @@ def apply_deltas_(
         by_module: dict[str, list[dict[str, torch.Tensor]]] = {}
         for t, params in enumerate(carried):
             for name, value in params.items():
-                owner, path, local = _owner(model, name)
+                _, path, local = _owner(model, name)
                 by_module.setdefault(path, [{} for _ in deltas])[t][local] = value
         for path, overrides in by_module.items():
             owner = model.get_submodule(path) if path else model
@@ -326,8 +300,7 @@ def unwrap_merged_(model: nn.Module) -> nn.Module:
         if not layer.merged or layer.num_tenants != 1:
             raise ValueError(f"{name} is not merged; load with merged=True (one tenant) before unwrapping")
         layer.refresh_merged()
-        linear = nn.Linear(layer.in_features, layer.out_features, bias=layer.bias is not None,
-                           device="meta")
+        linear = nn.Linear(layer.in_features, layer.out_features, bias=layer.bias is not None, device="meta")
         linear.weight = nn.Parameter(layer.weight.clone())
         if layer.bias is not None:
             linear.bias = nn.Parameter(layer.bias.detach().clone())

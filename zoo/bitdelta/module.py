@@ -22,8 +22,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from zoo._lightning import L, rank_zero_info
-from zoo.io import DEFAULT_SHARD_BYTES, atomic_path
+from zoo.io import DEFAULT_SHARD_BYTES
 from zoo.bitdelta._base import base_source, load_model, load_pair
+from zoo.bitdelta.catalog import PAPER
 from zoo.bitdelta.delta import BitDelta, compress
 from zoo.bitdelta.model import apply_deltas_, compressed_layers, delta_from_model
 from zoo.errors import ConfigError
@@ -34,19 +35,12 @@ from zoo.training import weight_decay_groups
 __all__ = ["CausalLM", "BitDeltaModule", "ScaleDistillation", "model_logits", "causal_lm_loss", "causal_lm",
            "text_tokenizer", "generate_text"]
 
-PAPER = "https://arxiv.org/abs/2402.10193"
-
 
 # ----------------------------------------------------------------------------- batches
 def model_logits(model: nn.Module, batch: Any) -> torch.Tensor:
     """Run ``model`` on a batch: a dict of keyword inputs (``input_ids``, ``attention_mask``), a tensor, or a
     tuple whose first item is the input. Returns the logits (``.logits`` of HF outputs) or the plain output."""
-    if isinstance(batch, dict):
-        out = model(**batch)
-    elif isinstance(batch, (list, tuple)):
-        out = model(batch[0])
-    else:
-        out = model(batch)
+    out = model(**batch) if isinstance(batch, dict) else model(batch[0] if isinstance(batch, (list, tuple)) else batch)
     return out.logits if hasattr(out, "logits") else out
 
 
@@ -60,8 +54,7 @@ def causal_lm_loss(logits: torch.Tensor, input_ids: torch.Tensor, attention_mask
 
 
 def _lm_loss(model: nn.Module, batch: Any) -> torch.Tensor:
-    """:func:`causal_lm_loss` of ``model`` on a batch: a dict of keyword inputs, or the input ids (alone or first in
-    a tuple)."""
+    """:func:`causal_lm_loss` of ``model`` on a dict of keyword inputs, or on input ids (alone or first in a tuple)."""
     if not isinstance(batch, dict):
         batch = {"input_ids": batch[0] if isinstance(batch, (list, tuple)) else batch}
     return causal_lm_loss(model_logits(model, batch), batch["input_ids"], batch.get("attention_mask"))
@@ -148,13 +141,34 @@ def generate_text(generate, tokenizer, prompt: str, *, rows: int = 1, max_new_to
             for t, row in zip(texts, out)]
 
 
-class _SavedAsDelta(ZooModule):
-    """A module saved as the BitDelta it holds (``to_delta()``), never with its base: a ``bitdelta`` repo."""
+def _continue_text(model: nn.Module, tokenizer, prompt: str, max_new_tokens: int, temperature: float, **kw) -> str:
+    lm = causal_lm(model)
+    return generate_text(lm.generate, tokenizer, prompt, max_new_tokens=max_new_tokens, temperature=temperature,
+                         device=lm.device, **kw)[0]
 
-    saved_hparams: tuple[str, ...] = ()  # training settings the repo keeps beside the delta
+
+class _Wrapper(ZooModule):
+    """A zoo module around ``self.model``, trained on ``_step_loss(batch)`` (logged as train_loss / val_loss)."""
 
     def forward(self, *args, **kwargs):
         return self.model(*args, **kwargs)
+
+    def _step(self, hook: str, name: str, batch, batch_idx):
+        loss = self._step_loss(batch)
+        self.log(name, loss, prog_bar=True)
+        return loss
+
+    def training_step(self, batch, batch_idx):
+        return self._step("training_step", "train_loss", batch, batch_idx)
+
+    def validation_step(self, batch, batch_idx):
+        return self._step("validation_step", "val_loss", batch, batch_idx)
+
+
+class _SavedAsDelta(_Wrapper):
+    """A module saved as the BitDelta it holds (``to_delta()``), never with its base: a ``bitdelta`` repo."""
+
+    saved_hparams: tuple[str, ...] = ()  # training settings the repo keeps beside the delta
 
     def pretrained_state_dict(self) -> dict[str, torch.Tensor]:
         return self.to_delta().state_dict()
@@ -163,30 +177,23 @@ class _SavedAsDelta(ZooModule):
                         extra_files: dict[str, str | bytes] | None = None) -> list[str]:
         """Write the delta repo: packed signs, scales, carried tensors and metadata."""
         keep = {k: self.hparams[k] for k in self.saved_hparams}
-        names = self.to_delta().save(directory, extra_hparams=keep, max_shard_bytes=max_shard_bytes)
-        for name, content in (extra_files or {}).items():
-            with atomic_path(Path(directory) / name) as tmp:
-                tmp.write_bytes(content.encode() if isinstance(content, str) else content)
-            names.append(name)
-        return names
+        return self.to_delta().save(directory, extra_hparams=keep, max_shard_bytes=max_shard_bytes,
+                                    extra_files=extra_files)
 
     def model_card_fields(self) -> dict[str, Any]:
         delta, card = self.to_delta(), super().model_card_fields()
-        fields = {**card, "paper": PAPER}
-        fields["tags"] = sorted(set(card.get("tags", [])) | {"bitdelta", "delta"})
+        fields = {**card, "paper": PAPER, "tags": sorted(set(card.get("tags", [])) | {"bitdelta", "delta"})}
         if delta.base and not Path(delta.base).expanduser().exists():
             fields["base_model"] = delta.base.removeprefix("hf://")
         fields["description"] = (
             f"A BitDelta (1-bit fine-tune delta) of {len(delta.shapes)} layers against the base `{delta.base}`"
             f"{f' at revision {delta.base_revision}' if delta.base_revision else ''}; {delta.nbytes() / 2**20:.2f} MiB "
             f"of packed signs, scales and {len(delta.params)} full-precision tensors. `zoo.load` fetches the base, "
-            f"checks its weights (sha256 {delta.base_sha256 or 'not recorded'}) and applies the delta."
-        )
+            f"checks its weights (sha256 {delta.base_sha256 or 'not recorded'}) and applies the delta.")
         return fields
 
 
-# ----------------------------------------------------------------------------- a plain causal LM
-class CausalLM(ZooModule):
+class CausalLM(_Wrapper):
     """A ``transformers`` Llama causal LM as a zoo model: the base and fine-tunes of the zoo's own BitDelta family.
 
     ``config`` holds ``LlamaConfig`` keyword arguments. Trains with next-token cross-entropy, AdamW and a linear
@@ -220,34 +227,23 @@ class CausalLM(ZooModule):
             self.reset_nonpersistent_buffers(inv_freq.device)
         return self
 
-    def forward(self, *args, **kwargs):
-        return self.model(*args, **kwargs)
-
     def generate(self, prompt: str, max_new_tokens: int = 80, temperature: float = 0.0, *, top_k: int = 0,
                  top_p: float = 1.0, seed: int | None = None, tokenizer=None) -> str:
         """Continue ``prompt`` (greedy at temperature 0). The zoo's byte-level models read UTF-8 bytes; other
         vocabularies need ``tokenizer`` (see :func:`text_tokenizer`)."""
-        lm = causal_lm(self.model)
-        return generate_text(lm.generate, text_tokenizer(self, tokenizer), prompt, max_new_tokens=max_new_tokens,
-                             temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, device=lm.device)[0]
+        return _continue_text(self.model, text_tokenizer(self, tokenizer), prompt, max_new_tokens, temperature,
+                              top_k=top_k, top_p=top_p, seed=seed)
 
-    def training_step(self, batch, batch_idx):
-        loss = _lm_loss(self.model, batch)
-        self.log("train_loss", loss, prog_bar=True)
-        return loss
-
-    def validation_step(self, batch, batch_idx):
-        self.log("val_loss", _lm_loss(self.model, batch), prog_bar=True)
+    def _step_loss(self, batch) -> torch.Tensor:
+        return _lm_loss(self.model, batch)
 
     def configure_optimizers(self):
         hp = self.hparams
         optimizer = torch.optim.AdamW(weight_decay_groups(self, hp.weight_decay), lr=hp.lr,
                                       betas=tuple(hp.betas or (0.9, 0.95)))
-
         return warmup_cosine(optimizer, hp.warmup_steps, hp.max_steps, hp.min_lr_ratio)
 
 
-# ----------------------------------------------------------------------------- the fine-tune as base + delta
 class BitDeltaModule(_SavedAsDelta):
     """A fine-tuned model held as its base plus a BitDelta; the hyperparameters describe the delta."""
 
@@ -255,27 +251,15 @@ class BitDeltaModule(_SavedAsDelta):
     method = "bitdelta"
     saved_hparams = ("lr", "weight_decay", "block_size")  # not "merged": a repo loads merged by default
 
-    def __init__(
-        self,
-        base: str,
-        modules: dict[str, list[int]],
-        params: dict[str, dict[str, Any]] | None = None,
-        base_revision: str | None = None,
-        base_sha256: str | None = None,
-        base_dtype: str = "float32",
-        merged: bool = True,
-        lr: float = 1e-4,
-        weight_decay: float = 0.0,
-        block_size: int = 1024,
-        model: nn.Module | None = None,
-        delta: BitDelta | None = None,
-    ):
+    def __init__(self, base: str, modules: dict[str, list[int]], params: dict[str, dict[str, Any]] | None = None,
+                 base_revision: str | None = None, base_sha256: str | None = None, base_dtype: str = "float32",
+                 merged: bool = True, lr: float = 1e-4, weight_decay: float = 0.0, block_size: int = 1024,
+                 model: nn.Module | None = None, delta: BitDelta | None = None):
         super().__init__()
         self.save_hyperparameters(ignore=["model", "delta"])
-        rebuild = model is None or delta is None
         # rebuilt from hyperparameters alone (a Lightning checkpoint, even under the meta device): load the real
         # base on the CPU and apply an empty delta; the checkpoint's tensors are assigned next
-        with torch.device("cpu") if rebuild else contextlib.nullcontext():
+        with torch.device("cpu") if model is None or delta is None else contextlib.nullcontext():
             if delta is None:
                 delta = self._empty_delta()
             if model is None:
@@ -290,10 +274,9 @@ class BitDeltaModule(_SavedAsDelta):
         self._identity = delta.identity()
         for layer in compressed_layers(model).values():
             layer.scales.requires_grad_(True)
-        own = dict(model.named_parameters())
-        for name in self.carried:
-            if name in own:
-                own[name].requires_grad_(True)
+        for name, param in model.named_parameters():
+            if name in self.carried:
+                param.requires_grad_(True)
 
     def _empty_delta(self) -> BitDelta:
         hp = self.hparams
@@ -305,7 +288,6 @@ class BitDeltaModule(_SavedAsDelta):
                     for n, p in (hp.params or {}).items()},
             base=hp.base, base_revision=hp.base_revision, base_sha256=hp.base_sha256, base_dtype=hp.base_dtype)
 
-    # ------------------------------------------------------------------ loading
     @classmethod
     def from_repo_dir(cls, directory: Path, hparams: dict[str, Any], *, device: torch.device, dtype: torch.dtype | None,
                       merged: bool | None = None, base: str | os.PathLike | nn.Module | None = None,
@@ -326,16 +308,10 @@ class BitDeltaModule(_SavedAsDelta):
                                     "folder or HF repo id> (--base)") from None
         delta.check_base(base_model, verify=verify_base)
         hp = {**hparams, **delta.hparams(), "base": hparams["base"]}
-        if merged is not None:
-            hp["merged"] = merged
-        if block_size is not None:
-            hp["block_size"] = block_size
+        hp.update((k, v) for k, v in (("merged", merged), ("block_size", block_size)) if v is not None)
         module = cls(**hp, model=base_model, delta=delta)
         module.tokenizer_source = base_source(base, hparams["base"], directory)
-        module.to(device)
-        if dtype is not None:
-            module.to(dtype=dtype)
-        return module
+        return module.to(device=device, dtype=dtype)
 
     # ------------------------------------------------------------------ the delta
     def to_delta(self) -> BitDelta:
@@ -350,18 +326,16 @@ class BitDeltaModule(_SavedAsDelta):
 
     # ------------------------------------------------------------------ running
     def _base_answers(self, name: str) -> bool:
-        """Whether ``name`` is the zoo base model's to answer: a public name ZooModule does not have (the base's own
-        API and parts: EScAIP's ``as_calculator`` and ``scaling``, chess's ``engine`` and ``cfg``, RCG's ``sample``,
-        ...). In-place methods (``weights_from_checkpoint_``) are not passed on: they would change the base, not the
+        """Whether the zoo base answers ``name``: a public name ZooModule lacks (EScAIP's ``as_calculator``, chess's
+        ``engine``, RCG's ``sample``, ...), but no in-place method (``..._``): it would change the base, not the
         delta."""
         base = self.__dict__.get("_modules", {}).get("model")
         return (isinstance(base, ZooModule) and not name.startswith("_") and not name.endswith("_")
                 and not hasattr(ZooModule, name))
 
     def __getattr__(self, name: str) -> Any:
-        """A delta of a zoo model answers as its base does (``as_calculator()``, ``engine()``, ``sample()``, its parts)
-        on the fine-tune's weights: the base this delta was applied to runs it. Its own hyperparameters, ``model``
-        (the base) and ZooModule's API are the delta's."""
+        """A delta of a zoo model answers as its base does, on the fine-tune's weights (see :meth:`_base_answers`);
+        its hyperparameters, ``model`` (the base) and ZooModule's API are the delta's."""
         try:
             return super().__getattr__(name)
         except AttributeError:
@@ -374,20 +348,18 @@ class BitDeltaModule(_SavedAsDelta):
 
     def generate(self, *args, **kwargs):
         """The fine-tune's ``generate``: a zoo base's own (a CausalLM's text, an RCG stage's images), or for a Hugging
-        Face causal LM :meth:`_continue_text`."""
+        Face causal LM :meth:`_generate_text`."""
         if self._base_answers("generate") and hasattr(self.model, "generate"):
             return self.model.generate(*args, **kwargs)
-        return self._continue_text(*args, **kwargs)
+        return self._generate_text(*args, **kwargs)
 
-    def _continue_text(self, prompt: str, max_new_tokens: int = 80, temperature: float = 0.0, *, top_k: int = 0,
-                      top_p: float = 1.0, seed: int | None = None, tokenizer=None) -> str:
+    def _generate_text(self, prompt: str, max_new_tokens: int = 80, temperature: float = 0.0, *, top_k: int = 0,
+                       top_p: float = 1.0, seed: int | None = None, tokenizer=None) -> str:
         """Continue ``prompt`` with the fine-tune (greedy at temperature 0), in its base's vocabulary: bytes for the
         zoo's byte-level family, the base's Hugging Face tokenizer otherwise (``tokenizer`` overrides; a Mistral
         delta offline needs it, see :func:`text_tokenizer`)."""
-        lm = causal_lm(self.model)
         tok = text_tokenizer(self, tokenizer, source=self.tokenizer_source, revision=self.hparams.base_revision)
-        return generate_text(lm.generate, tok, prompt, max_new_tokens=max_new_tokens, temperature=temperature,
-                             top_k=top_k, top_p=top_p, seed=seed, device=lm.device)[0]
+        return _continue_text(self.model, tok, prompt, max_new_tokens, temperature, top_k=top_k, top_p=top_p, seed=seed)
 
     def _inner_step(self, hook: str, batch, batch_idx):
         """Run a zoo base module's own step. The Trainer drives this module only, so the inner one's ``self.log``
@@ -402,27 +374,21 @@ class BitDeltaModule(_SavedAsDelta):
     def _step(self, hook: str, name: str, batch, batch_idx):
         if isinstance(self.model, L.LightningModule):  # a zoo base module knows its own loss
             return self._inner_step(hook, batch, batch_idx)
-        loss = _lm_loss(self.model, batch)
-        self.log(name, loss, prog_bar=True)
-        return loss
+        return super()._step(hook, name, batch, batch_idx)
 
-    def training_step(self, batch, batch_idx):
-        return self._step("training_step", "train_loss", batch, batch_idx)
+    def _step_loss(self, batch) -> torch.Tensor:
+        return _lm_loss(self.model, batch)
 
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
         for layer in compressed_layers(self.model).values():  # keep merged weights in step with the new scales
             if layer.merged:
                 layer.refresh_merged()
 
-    def validation_step(self, batch, batch_idx):
-        return self._step("validation_step", "val_loss", batch, batch_idx)
-
     def configure_optimizers(self):
         trainable = [p for p in self.parameters() if p.requires_grad]
         return torch.optim.AdamW(trainable, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
 
 
-# ----------------------------------------------------------------------------- scale distillation
 class ScaleDistillation(_SavedAsDelta):
     """Compress ``finetune`` against ``base`` and distil the scales on the fine-tune's logits.
 
@@ -433,24 +399,11 @@ class ScaleDistillation(_SavedAsDelta):
     model_type = "bitdelta-distill"
     method = "bitdelta"
 
-    def __init__(
-        self,
-        base: str,
-        finetune: str,
-        select: str | list[str] = "auto",
-        exclude: list[str] | None = None,
-        mode: str = "scales",
-        lr: float = 1e-4,
-        weight_decay: float | None = None,
-        num_steps: int | None = None,
-        dtype: str | None = None,
-        base_revision: str | None = None,
-        finetune_revision: str | None = None,
-        block_size: int = 1024,
-        out_dir: str | None = None,
-        base_model: nn.Module | None = None,
-        finetune_model: nn.Module | None = None,
-    ):
+    def __init__(self, base: str, finetune: str, select: str | list[str] = "auto", exclude: list[str] | None = None,
+                 mode: str = "scales", lr: float = 1e-4, weight_decay: float | None = None,
+                 num_steps: int | None = None, dtype: str | None = None, base_revision: str | None = None,
+                 finetune_revision: str | None = None, block_size: int = 1024, out_dir: str | None = None,
+                 base_model: nn.Module | None = None, finetune_model: nn.Module | None = None):
         super().__init__()
         if mode not in ("scales", "official"):
             raise ValueError(f"mode must be 'scales' (train α only) or 'official' (α and full-precision params), got {mode!r}")
@@ -475,22 +428,20 @@ class ScaleDistillation(_SavedAsDelta):
         for layer in compressed_layers(student).values():
             layer.scales.requires_grad_(True)
         if hp.mode == "official":  # the official optimizer gets every student parameter; base weights are buffers
-            for p in student.parameters():
-                p.requires_grad_(True)
+            student.requires_grad_(True)
         self.model = student.eval()  # see parts_in_eval_mode()
         self._identity = delta.identity()
         self._new_tensors = [k for k in delta.params if k not in self._base_tensors]
-        teacher.requires_grad_(False)
-        self._teacher = [teacher.eval()]  # a list: not a submodule, so it stays out of checkpoints and the optimizer
+        # a list: not a submodule, so it stays out of checkpoints and the optimizer
+        self._teacher = [teacher.requires_grad_(False).eval()]
 
     @property
     def teacher(self) -> nn.Module:
         return self._teacher[0]
 
     def parts_in_eval_mode(self) -> list[nn.Module]:
-        # the student runs as the teacher does, in eval mode (dropout off; so does the official train.py, whose
-        # models stay as from_pretrained returns them): its logits are to match the teacher's, and only α and the
-        # carried tensors train
+        # the student runs in eval mode (dropout off) as the teacher does, and as in the official train.py: its
+        # logits are to match the teacher's, and only α and the carried tensors train
         return [self.model]
 
     def on_fit_start(self) -> None:
@@ -503,13 +454,7 @@ class ScaleDistillation(_SavedAsDelta):
             target = model_logits(self.teacher, batch)
         return F.mse_loss(model_logits(self.model, batch), target)
 
-    def training_step(self, batch, batch_idx):
-        loss = self.distillation_loss(batch)
-        self.log("train_loss", loss, prog_bar=True)
-        return loss
-
-    def validation_step(self, batch, batch_idx):
-        self.log("val_loss", self.distillation_loss(batch), prog_bar=True)
+    _step_loss = distillation_loss
 
     def configure_optimizers(self):
         hp = self.hparams
@@ -528,11 +473,8 @@ class ScaleDistillation(_SavedAsDelta):
     def to_delta(self) -> BitDelta:
         """The current delta: trained scales, plus every full-precision tensor that differs from the base."""
         state = self.model.state_dict()
-        params = {}
-        for key, base_value in self._base_tensors.items():
-            value = state[key]
-            if value.shape != base_value.shape or not torch.equal(value.cpu(), base_value):
-                params[key] = value
+        params = {k: state[k] for k, base_value in self._base_tensors.items()
+                  if state[k].shape != base_value.shape or not torch.equal(state[k].cpu(), base_value)}
         params.update({k: state[k] for k in self._new_tensors})
         return delta_from_model(self.model, params, self._identity)
 
