@@ -23,9 +23,7 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
-# =====================================================================================================================
-# MoCo v3 ViT representation encoder
-# =====================================================================================================================
+# ----------------------------------------------------------------------------------- MoCo v3 ViT representation encoder
 @dataclass
 class EncoderConfig:
     img_size: int = 224
@@ -88,33 +86,22 @@ class MocoViT(VisionTransformer):
     """
 
     def __init__(self, config: EncoderConfig):
-        super().__init__(
-            img_size=config.img_size,
-            patch_size=config.patch_size,
-            in_chans=config.in_chans,
-            num_classes=0,
-            global_pool="token",
-            embed_dim=config.embed_dim,
-            depth=config.depth,
-            num_heads=config.num_heads,
-            mlp_ratio=config.mlp_ratio,
-            qkv_bias=True,
-            drop_path_rate=config.drop_path_rate,
-            norm_layer=partial(nn.LayerNorm, eps=1e-6),
-            act_layer=nn.GELU,
-            weight_init="moco",
-        )
+        c = config
+        super().__init__(img_size=c.img_size, patch_size=c.patch_size, in_chans=c.in_chans, num_classes=0,
+                         global_pool="token", embed_dim=c.embed_dim, depth=c.depth, num_heads=c.num_heads,
+                         mlp_ratio=c.mlp_ratio, qkv_bias=True, drop_path_rate=c.drop_path_rate,
+                         norm_layer=partial(nn.LayerNorm, eps=1e-6), act_layer=nn.GELU, weight_init="moco")
         self.config = config
-        grid = config.img_size // config.patch_size
+        grid = c.img_size // c.patch_size
         with torch.no_grad():
-            self.pos_embed.copy_(sincos_pos_embed_2d(grid, config.embed_dim))
+            self.pos_embed.copy_(sincos_pos_embed_2d(grid, c.embed_dim))
             # MoCo v3 patch-embed init: xavier-uniform over the flattened patch
-            val = math.sqrt(6.0 / float(3 * config.patch_size**2 + config.embed_dim))
+            val = math.sqrt(6.0 / float(3 * c.patch_size**2 + c.embed_dim))
             nn.init.uniform_(self.patch_embed.proj.weight, -val, val)
             nn.init.zeros_(self.patch_embed.proj.bias)
             nn.init.normal_(self.cls_token, std=1e-6)
         self.pos_embed.requires_grad_(False)
-        self.head = build_mlp(3, config.embed_dim, config.proj_hidden_dim, config.rep_dim)
+        self.head = build_mlp(3, c.embed_dim, c.proj_hidden_dim, c.rep_dim)
 
     def preprocess(self, images: torch.Tensor) -> torch.Tensor:
         """[0, 1] images (B, 3, H, W) -> ImageNet-normalised, bicubic-resized to img_size (align_corners=False)."""
@@ -138,9 +125,7 @@ class MocoViT(VisionTransformer):
         return standardize(self(self.preprocess(images)))
 
 
-# =====================================================================================================================
-# RDM: SimpleMLP denoiser, diffusion schedule, DDIM sampler (its EMA: zoo.training.EMA)
-# =====================================================================================================================
+# -------------------------------- RDM: SimpleMLP denoiser, diffusion schedule, DDIM sampler (its EMA: zoo.training.EMA)
 @dataclass
 class RDMConfig:
     in_channels: int = 256  # = representation dim
@@ -344,9 +329,7 @@ def ddim_sample(denoiser: SimpleMLP, schedule: DiffusionSchedule, x_T: torch.Ten
     return x
 
 
-# =====================================================================================================================
-# MaskGIT-style VQGAN tokenizer
-# =====================================================================================================================
+# ---------------------------------------------------------------------------------------- MaskGIT-style VQGAN tokenizer
 @dataclass
 class VQGANConfig:
     ch: int = 128
@@ -394,20 +377,20 @@ def _upsample(channels: int) -> nn.Sequential:
                                      conv=nn.Conv2d(channels, channels, 3, padding=1)))
 
 
+def _level(in_width: int, width: int, c: VQGANConfig) -> nn.Module:
+    """One resolution level: ``block`` holds num_res_blocks residual blocks, the first from in_width to width."""
+    level = nn.Module()
+    level.block = nn.ModuleList(VQResnetBlock(width if i else in_width, width, c.dropout)
+                                for i in range(c.num_res_blocks))
+    return level
+
+
 class VQEncoder(nn.Module):
     def __init__(self, c: VQGANConfig):
         super().__init__()
         self.conv_in = nn.Conv2d(c.in_channels, c.ch, 3, padding=1, bias=False)
         in_mult = (1, *c.ch_mult)
-        self.down = nn.ModuleList()
-        for level, mult in enumerate(c.ch_mult):
-            level_module = nn.Module()
-            blocks, width = nn.ModuleList(), c.ch * in_mult[level]
-            for _ in range(c.num_res_blocks):
-                blocks.append(VQResnetBlock(width, c.ch * mult, c.dropout))
-                width = c.ch * mult
-            level_module.block = blocks
-            self.down.append(level_module)
+        self.down = nn.ModuleList(_level(c.ch * in_mult[level], c.ch * mult, c) for level, mult in enumerate(c.ch_mult))
         self.num_levels = len(c.ch_mult)
         top = c.ch * c.ch_mult[-1]
         self.mid = _mid(top, c.dropout)
@@ -433,14 +416,10 @@ class VQDecoder(nn.Module):
         self.mid = _mid(width, c.dropout)
         up = [None] * len(c.ch_mult)
         for level in reversed(range(len(c.ch_mult))):
-            level_module, blocks = nn.Module(), nn.ModuleList()
-            for _ in range(c.num_res_blocks):
-                blocks.append(VQResnetBlock(width, c.ch * c.ch_mult[level], c.dropout))
-                width = c.ch * c.ch_mult[level]
-            level_module.block = blocks
+            up[level] = _level(width, c.ch * c.ch_mult[level], c)
+            width = c.ch * c.ch_mult[level] if c.num_res_blocks else width
             if level != 0:
-                level_module.upsample = _upsample(width)
-            up[level] = level_module
+                up[level].upsample = _upsample(width)
         self.up = nn.ModuleList(up)
         self.norm_out = _group_norm(width)
         self.conv_out = nn.Conv2d(width, c.out_ch, 3, padding=1)
@@ -538,9 +517,7 @@ class PatchDiscriminator(nn.Module):
         return self.layers(images)
 
 
-# =====================================================================================================================
-# MAGE pixel generator
-# =====================================================================================================================
+# ------------------------------------------------------------------------------------------------- MAGE pixel generator
 @dataclass
 class MAGEConfig:
     codebook_size: int = 1024
