@@ -82,8 +82,7 @@ class MocoViT(VisionTransformer):
     """timm's ViT with MoCo v3's fixed sin-cos position table and the 3-layer projector as ``head``.
 
     ``forward(x)`` maps a preprocessed (B, 3, S, S) batch to the projector output; :meth:`represent` does the
-    whole RCG representation pipeline from [0, 1] images.
-    """
+    whole RCG representation pipeline from [0, 1] images."""
 
     def __init__(self, config: EncoderConfig):
         c = config

@@ -144,8 +144,7 @@ class MocoV3Module(_RCGStage):
 
     Batches are pairs of augmented views ``(view1, view2)`` of already normalised images (see
     :class:`zoo.rcg.data.ImageDataModule` with ``stage="mocov3"``). The base encoder is RCG's representation
-    encoder; :meth:`encode` gives the standardised representation of [0, 1] images.
-    """
+    encoder; :meth:`encode` gives the standardised representation of [0, 1] images."""
 
     model_type = "rcg-mocov3"
 
@@ -218,8 +217,7 @@ class VQGANModule(_RCGStage):
     ``restart_dead_codes_every`` > 0 (a training-only option; the official tokenizer trains without it): every
     that many steps, each code that no token chose since the last restart is moved onto a random encoder output
     of the current batch, and the first step initialises the whole codebook that way. Without it a small
-    codebook collapses onto a few dozen codes (36 of 256 on Fashion-MNIST), which blurs every image.
-    """
+    codebook collapses onto a few dozen codes (36 of 256 on Fashion-MNIST), which blurs every image."""
 
     model_type = "rcg-vqgan"
 
@@ -315,8 +313,7 @@ class RDMModule(_RCGStage):
 
     Keys: ``rdm.*`` (raw weights), ``ema.shadow.*`` + ``ema.num_updates`` (EMA of the denoiser, used for
     sampling), ``encoder.*`` (frozen MoCo v3 encoder; absent when ``encoder`` is None, then batches must carry
-    representations instead of images).
-    """
+    representations instead of images)."""
 
     model_type = "rcg-rdm"
     _frozen = ("encoder",)
@@ -413,8 +410,7 @@ class MAGEModule(MAGETraining):
     """MAGE pixel generator trained on ground-truth representations with fake-latent dropout.
 
     Keys: ``mage.*``, ``vqgan.*`` (frozen tokenizer), ``encoder.*`` (frozen MoCo v3 encoder; absent for the
-    unconditional baseline, ``mage.use_rep = False``).
-    """
+    unconditional baseline, ``mage.use_rep = False``)."""
 
     model_type = "rcg-mage"
     _frozen = ("encoder", "vqgan")

@@ -33,8 +33,7 @@ class RCGPipeline(MAGETraining):
 
     Keys: ``encoder.*`` (MoCo v3 ViT + projector), ``rdm.*`` (denoiser with the EMA weights and the class
     embedder), ``mage.*``, ``vqgan.*``. ``Trainer.fit`` on a pipeline fine-tunes the pixel generator (MAGE) on
-    images with the encoder, tokenizer and RDM frozen; train the RDM with :class:`zoo.rcg.module.RDMModule`.
-    """
+    images with the encoder, tokenizer and RDM frozen; train the RDM with :class:`zoo.rcg.module.RDMModule`."""
 
     model_type = "rcg-pipeline"
     _frozen = ("encoder", "vqgan", "rdm")
@@ -158,8 +157,7 @@ class RCGPipeline(MAGETraining):
         ``cfg`` guidance scale (linearly ramped over MAGE steps), ``rdm_steps`` DDIM steps, ``steps`` MAGE
         iterations, ``temperature`` MAGE's Gumbel choice temperature (defaults: the catalog entry's setting). The
         same ``seed`` and ``batch_size`` give the same images. ``labels`` (class-conditional models only): n class
-        ids; random classes when omitted. ``timings``, if given, receives seconds spent in rdm / mage / vqgan.
-        """
+        ids; random classes when omitted. ``timings``, if given, receives seconds spent in rdm / mage / vqgan."""
         if n < 1:
             raise ValueError(f"n must be at least 1, got {n}")
         if labels is not None and not self.is_class_conditional:
