@@ -307,8 +307,7 @@ def convert_pipeline(mage_ckpt: dict[str, Any], rdm_ckpt: dict[str, Any], config
     rdm_encoder = _part(_state_dict(rdm_ckpt), "pretrained_encoder.")
     if rdm_encoder:
         encoder = _part(_state_dict(mage_ckpt), "pretrained_encoder.")
-        differs = set(rdm_encoder) != set(encoder) or any(not _equal_released(rdm_encoder[k], encoder[k]) for k in encoder)
-        if differs:
+        if set(rdm_encoder) != set(encoder) or any(not _equal_released(rdm_encoder[k], encoder[k]) for k in encoder):
             warnings.warn("the RDM was trained on a different encoder copy than the MAGE's; the pipeline encodes "
                           "images with the MAGE's encoder", stacklevel=2)
     grid = math.isqrt(configs["mage"]["num_tokens"])
