@@ -138,8 +138,7 @@ def infer_encoder_config(sd: dict[str, torch.Tensor], overrides: dict | None = N
     cfg = dict(
         img_size=grid * patch, patch_size=patch, in_chans=sd["patch_embed.proj.weight"].shape[1], embed_dim=dim,
         depth=_count(sd, "blocks."), mlp_ratio=sd["blocks.0.mlp.fc1.weight"].shape[0] / dim,
-        proj_hidden_dim=sd["head.0.weight"].shape[0], rep_dim=sd["head.6.weight"].shape[0],
-    )
+        proj_hidden_dim=sd["head.0.weight"].shape[0], rep_dim=sd["head.6.weight"].shape[0])
     named = _named(ENCODER_CONFIGS, arch, source, "encoder", {"embed_dim": dim, "depth": cfg["depth"]})
     cfg["num_heads"] = _heads("encoder", "num_heads", dim, overrides, named, arch, source, ENCODER_CONFIGS)
     cfg.update(overrides)
@@ -150,8 +149,7 @@ def infer_rdm_config(sd: dict[str, torch.Tensor], overrides: dict | None = None)
     cfg = dict(
         in_channels=sd["input_proj.weight"].shape[1], model_channels=sd["input_proj.weight"].shape[0],
         time_embed_dim=sd["time_embed.0.weight"].shape[0], bottleneck_channels=sd["res_blocks.0.in_layers.2.weight"].shape[0],
-        num_res_blocks=_count(sd, "res_blocks."), use_context="res_blocks.0.context_layers.1.weight" in sd,
-    )
+        num_res_blocks=_count(sd, "res_blocks."), use_context="res_blocks.0.context_layers.1.weight" in sd)
     cfg.update(overrides or {})
     return RDMConfig(**cfg).__dict__
 
@@ -180,8 +178,7 @@ def infer_mage_config(sd: dict[str, torch.Tensor], overrides: dict | None = None
         codebook_size=sd["token_emb.word_embeddings.weight"].shape[0] - 1001,
         num_tokens=sd["token_emb.position_embeddings.weight"].shape[0] - 1, embed_dim=dim, depth=_count(sd, "blocks."),
         decoder_embed_dim=dec, decoder_depth=_count(sd, "decoder_blocks."),
-        mlp_ratio=sd["blocks.0.mlp.fc1.weight"].shape[0] / dim, use_rep="fake_latent" in sd,
-    )
+        mlp_ratio=sd["blocks.0.mlp.fc1.weight"].shape[0] / dim, use_rep="fake_latent" in sd)
     if cfg["use_rep"]:
         cfg["rep_dim"] = sd["fake_latent"].shape[1]
     shapes = {k: cfg[k] for k in ("embed_dim", "depth", "decoder_embed_dim", "decoder_depth")}

@@ -205,9 +205,8 @@ def evaluate_fid(model, *, n: int, batch_size: int = 50, seed: int = 0, ref_stat
     cache = None
     if cache_dir is not None:
         cache = FeatureCache(cache_dir, {"model": str(getattr(model, "zoo_source", type(model).__name__)),
-                                         "weights_sha256": weights_fingerprint(model),
-                                         "features": type(net).__name__, "batch_size": batch_size,
-                                         "seed": seed, "sampling": sample_kwargs})
+                                         "weights_sha256": weights_fingerprint(model), "features": type(net).__name__,
+                                         "batch_size": batch_size, "seed": seed, "sampling": sample_kwargs})
     for start in tqdm(range(0, n, batch_size), desc="sampling + features"):
         b = min(batch_size, n - start)
 

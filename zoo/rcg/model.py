@@ -157,12 +157,10 @@ class ResBlock(nn.Module):
         super().__init__()
         self.in_layers = nn.Sequential(nn.LayerNorm(channels), nn.SiLU(), nn.Linear(channels, bottleneck))
         self.emb_layers = nn.Sequential(nn.SiLU(), nn.Linear(emb_channels, bottleneck))
-        self.context_layers = (
-            nn.Sequential(nn.SiLU(), nn.Linear(context_channels, bottleneck)) if context_channels else None
-        )
-        self.out_layers = nn.Sequential(
-            nn.LayerNorm(bottleneck), nn.SiLU(), nn.Dropout(dropout), nn.Linear(bottleneck, channels)
-        )
+        self.context_layers = (nn.Sequential(nn.SiLU(), nn.Linear(context_channels, bottleneck))
+                               if context_channels else None)
+        self.out_layers = nn.Sequential(nn.LayerNorm(bottleneck), nn.SiLU(), nn.Dropout(dropout),
+                                        nn.Linear(bottleneck, channels))
         nn.init.zeros_(self.out_layers[3].weight)
         nn.init.zeros_(self.out_layers[3].bias)
 
@@ -180,9 +178,8 @@ class SimpleMLP(nn.Module):
         super().__init__()
         c = config
         self.model_channels = c.model_channels
-        self.time_embed = nn.Sequential(
-            nn.Linear(c.model_channels, c.time_embed_dim), nn.SiLU(), nn.Linear(c.time_embed_dim, c.time_embed_dim)
-        )
+        self.time_embed = nn.Sequential(nn.Linear(c.model_channels, c.time_embed_dim), nn.SiLU(),
+                                        nn.Linear(c.time_embed_dim, c.time_embed_dim))
         self.input_proj = nn.Linear(c.in_channels, c.model_channels)
         ctx = c.context_channels if c.use_context else None
         self.res_blocks = nn.ModuleList(
@@ -224,11 +221,9 @@ class DiffusionSchedule(nn.Module):
         betas = torch.linspace(self.linear_start**0.5, self.linear_end**0.5, self.timesteps, dtype=torch.float64) ** 2
         ac = torch.cumprod(1.0 - betas, dim=0)
         ac_prev = torch.cat([torch.ones(1, dtype=torch.float64), ac[:-1]])
-        values = dict(
-            betas=betas, alphas_cumprod=ac, alphas_cumprod_prev=ac_prev, sqrt_alphas_cumprod=ac.sqrt(),
-            sqrt_one_minus_alphas_cumprod=(1 - ac).sqrt(), sqrt_recip_alphas_cumprod=(1 / ac).sqrt(),
-            sqrt_recipm1_alphas_cumprod=(1 / ac - 1).sqrt(),
-        )
+        values = dict(betas=betas, alphas_cumprod=ac, alphas_cumprod_prev=ac_prev, sqrt_alphas_cumprod=ac.sqrt(),
+                      sqrt_one_minus_alphas_cumprod=(1 - ac).sqrt(), sqrt_recip_alphas_cumprod=(1 / ac).sqrt(),
+                      sqrt_recipm1_alphas_cumprod=(1 / ac - 1).sqrt())
         for name, value in values.items():
             setattr(self, name, value.to(device=device, dtype=torch.float32))
 
@@ -626,9 +621,8 @@ class MAGE(nn.Module):
         self.norm = nn.LayerNorm(c.embed_dim, eps=1e-6)
         self.decoder_embed = nn.Linear(c.embed_dim, c.decoder_embed_dim)
         self.decoder_pos_embed_learned = nn.Parameter(torch.randn(1, seq_len, c.decoder_embed_dim) * 0.02)
-        self.decoder_blocks = nn.ModuleList(
-            _mage_block(c.decoder_embed_dim, c.decoder_num_heads, c) for _ in range(c.decoder_depth)
-        )
+        self.decoder_blocks = nn.ModuleList(_mage_block(c.decoder_embed_dim, c.decoder_num_heads, c)
+                                            for _ in range(c.decoder_depth))
         self.decoder_norm = nn.LayerNorm(c.decoder_embed_dim, eps=1e-6)
         self.mlm_layer = MlmLayer(c.decoder_embed_dim, c.embed_dim, c.vocab_size)
         self.apply(self._init_weights)
