@@ -50,9 +50,7 @@ def _entry(name: str, files, arch, defaults, metrics, description) -> ModelEntry
         name=name, method="rcg", **PINS.get(name, {}), upstream=files, architecture=_display(arch),
         converter=CONVERTER, convert_args=arch, license=LICENSE, paper=PAPER, description=description, metrics=metrics,
         recipe="recipes/rcg/imagenet256_mage_l.yaml" if "mage-b" not in name else "recipes/rcg/imagenet256_mage_b.yaml",
-        defaults=defaults,
-        download_size=_DOWNLOAD_BYTES.get(files),
-    )
+        defaults=defaults, download_size=_DOWNLOAD_BYTES.get(files))
 
 
 # trained here (recipes/rcg/build_fmnist.sh); FIDs of 10,000 samples (the tokenizer's: 2,000) against the 10,000 test images

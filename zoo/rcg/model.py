@@ -23,9 +23,7 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
-# =====================================================================================================================
-# MoCo v3 ViT representation encoder
-# =====================================================================================================================
+# ----------------------------------------------------------------------------------- MoCo v3 ViT representation encoder
 @dataclass
 class EncoderConfig:
     img_size: int = 224
@@ -84,37 +82,25 @@ class MocoViT(VisionTransformer):
     """timm's ViT with MoCo v3's fixed sin-cos position table and the 3-layer projector as ``head``.
 
     ``forward(x)`` maps a preprocessed (B, 3, S, S) batch to the projector output; :meth:`represent` does the
-    whole RCG representation pipeline from [0, 1] images.
-    """
+    whole RCG representation pipeline from [0, 1] images."""
 
     def __init__(self, config: EncoderConfig):
-        super().__init__(
-            img_size=config.img_size,
-            patch_size=config.patch_size,
-            in_chans=config.in_chans,
-            num_classes=0,
-            global_pool="token",
-            embed_dim=config.embed_dim,
-            depth=config.depth,
-            num_heads=config.num_heads,
-            mlp_ratio=config.mlp_ratio,
-            qkv_bias=True,
-            drop_path_rate=config.drop_path_rate,
-            norm_layer=partial(nn.LayerNorm, eps=1e-6),
-            act_layer=nn.GELU,
-            weight_init="moco",
-        )
+        c = config
+        super().__init__(img_size=c.img_size, patch_size=c.patch_size, in_chans=c.in_chans, num_classes=0,
+                         global_pool="token", embed_dim=c.embed_dim, depth=c.depth, num_heads=c.num_heads,
+                         mlp_ratio=c.mlp_ratio, qkv_bias=True, drop_path_rate=c.drop_path_rate,
+                         norm_layer=partial(nn.LayerNorm, eps=1e-6), act_layer=nn.GELU, weight_init="moco")
         self.config = config
-        grid = config.img_size // config.patch_size
+        grid = c.img_size // c.patch_size
         with torch.no_grad():
-            self.pos_embed.copy_(sincos_pos_embed_2d(grid, config.embed_dim))
+            self.pos_embed.copy_(sincos_pos_embed_2d(grid, c.embed_dim))
             # MoCo v3 patch-embed init: xavier-uniform over the flattened patch
-            val = math.sqrt(6.0 / float(3 * config.patch_size**2 + config.embed_dim))
+            val = math.sqrt(6.0 / float(3 * c.patch_size**2 + c.embed_dim))
             nn.init.uniform_(self.patch_embed.proj.weight, -val, val)
             nn.init.zeros_(self.patch_embed.proj.bias)
             nn.init.normal_(self.cls_token, std=1e-6)
         self.pos_embed.requires_grad_(False)
-        self.head = build_mlp(3, config.embed_dim, config.proj_hidden_dim, config.rep_dim)
+        self.head = build_mlp(3, c.embed_dim, c.proj_hidden_dim, c.rep_dim)
 
     def preprocess(self, images: torch.Tensor) -> torch.Tensor:
         """[0, 1] images (B, 3, H, W) -> ImageNet-normalised, bicubic-resized to img_size (align_corners=False)."""
@@ -138,9 +124,7 @@ class MocoViT(VisionTransformer):
         return standardize(self(self.preprocess(images)))
 
 
-# =====================================================================================================================
-# RDM: SimpleMLP denoiser, diffusion schedule, DDIM sampler (its EMA: zoo.training.EMA)
-# =====================================================================================================================
+# -------------------------------- RDM: SimpleMLP denoiser, diffusion schedule, DDIM sampler (its EMA: zoo.training.EMA)
 @dataclass
 class RDMConfig:
     in_channels: int = 256  # = representation dim
@@ -173,12 +157,10 @@ class ResBlock(nn.Module):
         super().__init__()
         self.in_layers = nn.Sequential(nn.LayerNorm(channels), nn.SiLU(), nn.Linear(channels, bottleneck))
         self.emb_layers = nn.Sequential(nn.SiLU(), nn.Linear(emb_channels, bottleneck))
-        self.context_layers = (
-            nn.Sequential(nn.SiLU(), nn.Linear(context_channels, bottleneck)) if context_channels else None
-        )
-        self.out_layers = nn.Sequential(
-            nn.LayerNorm(bottleneck), nn.SiLU(), nn.Dropout(dropout), nn.Linear(bottleneck, channels)
-        )
+        self.context_layers = (nn.Sequential(nn.SiLU(), nn.Linear(context_channels, bottleneck))
+                               if context_channels else None)
+        self.out_layers = nn.Sequential(nn.LayerNorm(bottleneck), nn.SiLU(), nn.Dropout(dropout),
+                                        nn.Linear(bottleneck, channels))
         nn.init.zeros_(self.out_layers[3].weight)
         nn.init.zeros_(self.out_layers[3].bias)
 
@@ -196,9 +178,8 @@ class SimpleMLP(nn.Module):
         super().__init__()
         c = config
         self.model_channels = c.model_channels
-        self.time_embed = nn.Sequential(
-            nn.Linear(c.model_channels, c.time_embed_dim), nn.SiLU(), nn.Linear(c.time_embed_dim, c.time_embed_dim)
-        )
+        self.time_embed = nn.Sequential(nn.Linear(c.model_channels, c.time_embed_dim), nn.SiLU(),
+                                        nn.Linear(c.time_embed_dim, c.time_embed_dim))
         self.input_proj = nn.Linear(c.in_channels, c.model_channels)
         ctx = c.context_channels if c.use_context else None
         self.res_blocks = nn.ModuleList(
@@ -240,11 +221,9 @@ class DiffusionSchedule(nn.Module):
         betas = torch.linspace(self.linear_start**0.5, self.linear_end**0.5, self.timesteps, dtype=torch.float64) ** 2
         ac = torch.cumprod(1.0 - betas, dim=0)
         ac_prev = torch.cat([torch.ones(1, dtype=torch.float64), ac[:-1]])
-        values = dict(
-            betas=betas, alphas_cumprod=ac, alphas_cumprod_prev=ac_prev, sqrt_alphas_cumprod=ac.sqrt(),
-            sqrt_one_minus_alphas_cumprod=(1 - ac).sqrt(), sqrt_recip_alphas_cumprod=(1 / ac).sqrt(),
-            sqrt_recipm1_alphas_cumprod=(1 / ac - 1).sqrt(),
-        )
+        values = dict(betas=betas, alphas_cumprod=ac, alphas_cumprod_prev=ac_prev, sqrt_alphas_cumprod=ac.sqrt(),
+                      sqrt_one_minus_alphas_cumprod=(1 - ac).sqrt(), sqrt_recip_alphas_cumprod=(1 / ac).sqrt(),
+                      sqrt_recipm1_alphas_cumprod=(1 / ac - 1).sqrt())
         for name, value in values.items():
             setattr(self, name, value.to(device=device, dtype=torch.float32))
 
@@ -344,9 +323,7 @@ def ddim_sample(denoiser: SimpleMLP, schedule: DiffusionSchedule, x_T: torch.Ten
     return x
 
 
-# =====================================================================================================================
-# MaskGIT-style VQGAN tokenizer
-# =====================================================================================================================
+# ---------------------------------------------------------------------------------------- MaskGIT-style VQGAN tokenizer
 @dataclass
 class VQGANConfig:
     ch: int = 128
@@ -394,20 +371,20 @@ def _upsample(channels: int) -> nn.Sequential:
                                      conv=nn.Conv2d(channels, channels, 3, padding=1)))
 
 
+def _level(in_width: int, width: int, c: VQGANConfig) -> nn.Module:
+    """One resolution level: ``block`` holds num_res_blocks residual blocks, the first from in_width to width."""
+    level = nn.Module()
+    level.block = nn.ModuleList(VQResnetBlock(width if i else in_width, width, c.dropout)
+                                for i in range(c.num_res_blocks))
+    return level
+
+
 class VQEncoder(nn.Module):
     def __init__(self, c: VQGANConfig):
         super().__init__()
         self.conv_in = nn.Conv2d(c.in_channels, c.ch, 3, padding=1, bias=False)
         in_mult = (1, *c.ch_mult)
-        self.down = nn.ModuleList()
-        for level, mult in enumerate(c.ch_mult):
-            level_module = nn.Module()
-            blocks, width = nn.ModuleList(), c.ch * in_mult[level]
-            for _ in range(c.num_res_blocks):
-                blocks.append(VQResnetBlock(width, c.ch * mult, c.dropout))
-                width = c.ch * mult
-            level_module.block = blocks
-            self.down.append(level_module)
+        self.down = nn.ModuleList(_level(c.ch * in_mult[level], c.ch * mult, c) for level, mult in enumerate(c.ch_mult))
         self.num_levels = len(c.ch_mult)
         top = c.ch * c.ch_mult[-1]
         self.mid = _mid(top, c.dropout)
@@ -433,14 +410,10 @@ class VQDecoder(nn.Module):
         self.mid = _mid(width, c.dropout)
         up = [None] * len(c.ch_mult)
         for level in reversed(range(len(c.ch_mult))):
-            level_module, blocks = nn.Module(), nn.ModuleList()
-            for _ in range(c.num_res_blocks):
-                blocks.append(VQResnetBlock(width, c.ch * c.ch_mult[level], c.dropout))
-                width = c.ch * c.ch_mult[level]
-            level_module.block = blocks
+            up[level] = _level(width, c.ch * c.ch_mult[level], c)
+            width = c.ch * c.ch_mult[level] if c.num_res_blocks else width
             if level != 0:
-                level_module.upsample = _upsample(width)
-            up[level] = level_module
+                up[level].upsample = _upsample(width)
         self.up = nn.ModuleList(up)
         self.norm_out = _group_norm(width)
         self.conv_out = nn.Conv2d(width, c.out_ch, 3, padding=1)
@@ -538,9 +511,7 @@ class PatchDiscriminator(nn.Module):
         return self.layers(images)
 
 
-# =====================================================================================================================
-# MAGE pixel generator
-# =====================================================================================================================
+# ------------------------------------------------------------------------------------------------- MAGE pixel generator
 @dataclass
 class MAGEConfig:
     codebook_size: int = 1024
@@ -650,9 +621,8 @@ class MAGE(nn.Module):
         self.norm = nn.LayerNorm(c.embed_dim, eps=1e-6)
         self.decoder_embed = nn.Linear(c.embed_dim, c.decoder_embed_dim)
         self.decoder_pos_embed_learned = nn.Parameter(torch.randn(1, seq_len, c.decoder_embed_dim) * 0.02)
-        self.decoder_blocks = nn.ModuleList(
-            _mage_block(c.decoder_embed_dim, c.decoder_num_heads, c) for _ in range(c.decoder_depth)
-        )
+        self.decoder_blocks = nn.ModuleList(_mage_block(c.decoder_embed_dim, c.decoder_num_heads, c)
+                                            for _ in range(c.decoder_depth))
         self.decoder_norm = nn.LayerNorm(c.decoder_embed_dim, eps=1e-6)
         self.mlm_layer = MlmLayer(c.decoder_embed_dim, c.embed_dim, c.vocab_size)
         self.apply(self._init_weights)

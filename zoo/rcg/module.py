@@ -18,31 +18,19 @@ import torch.nn.functional as F
 
 from zoo.hparams import dataclass_from_dict
 from zoo.hub import resolve_repo
+from zoo.io import load_state_dict
 from zoo.lightning_compat import attached_trainer
 from zoo.module import ZooModule, plain
-from zoo.rcg.model import (
-    MAGE,
-    RDM,
-    VQGAN,
-    EncoderConfig,
-    MAGEConfig,
-    MocoViT,
-    PatchDiscriminator,
-    RDMConfig,
-    VQGANConfig,
-    build_mlp,
-    ddim_sample,
-)
+from zoo.rcg.model import (MAGE, RDM, VQGAN, EncoderConfig, MAGEConfig, MocoViT, PatchDiscriminator, RDMConfig,
+                           VQGANConfig, build_mlp, ddim_sample)
 from zoo.schedules import warmup_cosine
 from zoo.training import EMA, weight_decay_groups
 
-__all__ = ["MocoV3Module", "VQGANModule", "RDMModule", "MAGEModule", "mage_targets", "mage_training_loss",
-           "mage_optimizers", "load_prefixed", "eval_mode", "seeded_generator"]
+__all__ = ["MocoV3Module", "VQGANModule", "RDMModule", "MAGEModule", "MAGETraining", "network", "mage_targets",
+           "load_prefixed", "eval_mode", "seeded_generator"]
 
 
-# =====================================================================================================================
-# shared helpers
-# =====================================================================================================================
+# ------------------------------------------------------------------------------------------------------- shared helpers
 def _schedule(optimizer, trainer, warmup_epochs: float) -> dict[str, Any]:
     total = max(1, int(trainer.estimated_stepping_batches))
     epochs = trainer.max_epochs if trainer.max_epochs and trainer.max_epochs > 0 else 1
@@ -72,8 +60,6 @@ def seeded_generator(device, seed: int | None) -> torch.Generator | None:
 def load_prefixed(module: nn.Module, name_or_path: str, prefix: str) -> None:
     """Copy the ``prefix``-ed tensors of a zoo repo (a folder, catalog name or ``hf://owner/repo``, as ``zoo.load``
     takes) into ``module`` (strict: all keys must match)."""
-    from zoo.io import load_state_dict
-
     state = load_state_dict(resolve_repo(name_or_path))
     sub = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
     if not sub:
@@ -92,7 +78,14 @@ def eval_mode(module: nn.Module):
         module.train(was_training)
 
 
-_NETWORK_CONFIGS = {"encoder": EncoderConfig, "rdm": RDMConfig, "mage": MAGEConfig, "vqgan": VQGANConfig}
+_NETWORKS = {"encoder": (MocoViT, EncoderConfig), "rdm": (RDM, RDMConfig), "mage": (MAGE, MAGEConfig),
+             "vqgan": (VQGAN, VQGANConfig)}
+
+
+def network(kind: str, values: dict | None) -> nn.Module:
+    """The ``kind`` network ("encoder", "rdm", "mage" or "vqgan") built from its hyperparameter dict."""
+    cls, config = _NETWORKS[kind]
+    return cls(dataclass_from_dict(config, values, kind))
 
 
 class _RCGStage(ZooModule):
@@ -113,7 +106,7 @@ class _RCGStage(ZooModule):
         override (``--model.init_args.vqgan.n_embed=1024``) arrives as the text "1024", and config.json, which
         ``zoo.load`` reads strictly, must hold the number."""
         config = super().config
-        for key, kind in _NETWORK_CONFIGS.items():
+        for key, (_, kind) in _NETWORKS.items():
             if isinstance(config.get(key), dict):
                 decoded = dataclass_from_dict(kind, config[key], key)
                 config[key] = {name: plain(getattr(decoded, name)) for name in config[key]}
@@ -128,12 +121,14 @@ class _RCGStage(ZooModule):
         super().load_weights_(state)
         self._pretrained_loaded = True
 
-    def _load_inits(self, inits: dict[str, str | None]) -> None:
-        if getattr(self, "_pretrained_loaded", False):
+    def setup(self, stage: str) -> None:
+        """Training starts: copy in each frozen part that has a ``<part>_init`` hyperparameter."""
+        if stage != "fit" or getattr(self, "_pretrained_loaded", False):
             return
-        for prefix, source in inits.items():
-            if getattr(self, prefix, None) is None:
+        for prefix in self._frozen:
+            if getattr(self, prefix, None) is None or f"{prefix}_init" not in self.hparams:
                 continue
+            source = self.hparams[f"{prefix}_init"]
             if source is None:
                 raise ValueError(
                     f"{type(self).__name__} trains on a frozen pretrained {prefix}: set `{prefix}_init` to a zoo repo "
@@ -143,16 +138,13 @@ class _RCGStage(ZooModule):
         self._pretrained_loaded = True
 
 
-# =====================================================================================================================
-# MoCo v3 self-supervised pretraining
-# =====================================================================================================================
+# ---------------------------------------------------------------------------------- MoCo v3 self-supervised pretraining
 class MocoV3Module(_RCGStage):
     """MoCo v3 (ViT): base encoder + projector, momentum encoder, predictor; symmetric InfoNCE with temperature.
 
     Batches are pairs of augmented views ``(view1, view2)`` of already normalised images (see
     :class:`zoo.rcg.data.ImageDataModule` with ``stage="mocov3"``). The base encoder is RCG's representation
-    encoder; :meth:`encode` gives the standardised representation of [0, 1] images.
-    """
+    encoder; :meth:`encode` gives the standardised representation of [0, 1] images."""
 
     model_type = "rcg-mocov3"
 
@@ -211,9 +203,7 @@ class MocoV3Module(_RCGStage):
         return _schedule(opt, self.trainer, self.hparams.warmup_epochs)
 
 
-# =====================================================================================================================
-# VQGAN tokenizer
-# =====================================================================================================================
+# ------------------------------------------------------------------------------------------------------ VQGAN tokenizer
 class VQGANModule(_RCGStage):
     """MaskGIT-style VQGAN trained with reconstruction (L1 + MSE) and codebook/commitment losses.
 
@@ -227,8 +217,7 @@ class VQGANModule(_RCGStage):
     ``restart_dead_codes_every`` > 0 (a training-only option; the official tokenizer trains without it): every
     that many steps, each code that no token chose since the last restart is moved onto a random encoder output
     of the current batch, and the first step initialises the whole codebook that way. Without it a small
-    codebook collapses onto a few dozen codes (36 of 256 on Fashion-MNIST), which blurs every image.
-    """
+    codebook collapses onto a few dozen codes (36 of 256 on Fashion-MNIST), which blurs every image."""
 
     model_type = "rcg-vqgan"
 
@@ -238,7 +227,7 @@ class VQGANModule(_RCGStage):
                  discriminator_channels: int = 64, discriminator_layers: int = 3):
         super().__init__()
         self.save_hyperparameters()
-        self.vqgan = VQGAN(dataclass_from_dict(VQGANConfig, vqgan, "vqgan"))
+        self.vqgan = network("vqgan", vqgan)
         if adversarial_weight < 0 or adversarial_start < 0:
             raise ValueError(f"adversarial_weight and adversarial_start must be >= 0 (0 turns the adversarial loss "
                              f"off); got {adversarial_weight} and {adversarial_start}")
@@ -318,16 +307,13 @@ class VQGANModule(_RCGStage):
         return _schedule(opt, self.trainer, self.hparams.warmup_epochs)
 
 
-# =====================================================================================================================
-# RDM
-# =====================================================================================================================
+# ------------------------------------------------------------------------------------------------------------------ RDM
 class RDMModule(_RCGStage):
     """Representation diffusion model on a frozen encoder's standardised representations, with EMA weights.
 
     Keys: ``rdm.*`` (raw weights), ``ema.shadow.*`` + ``ema.num_updates`` (EMA of the denoiser, used for
     sampling), ``encoder.*`` (frozen MoCo v3 encoder; absent when ``encoder`` is None, then batches must carry
-    representations instead of images).
-    """
+    representations instead of images)."""
 
     model_type = "rcg-rdm"
     _frozen = ("encoder",)
@@ -336,14 +322,10 @@ class RDMModule(_RCGStage):
                  blr: float = 1e-6, weight_decay: float = 0.01, ema_decay: float = 0.9999):
         super().__init__()
         self.save_hyperparameters()
-        self.rdm = RDM(dataclass_from_dict(RDMConfig, rdm, "rdm"))
+        self.rdm = network("rdm", rdm)
         self.ema = EMA(self.rdm.denoiser, ema_decay)
-        self.encoder = MocoViT(dataclass_from_dict(EncoderConfig, encoder, "encoder")) if encoder is not None else None
+        self.encoder = network("encoder", encoder) if encoder is not None else None
         self._freeze()
-
-    def setup(self, stage: str) -> None:
-        if stage == "fit":
-            self._load_inits({"encoder": self.hparams.encoder_init})
 
     def representations(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
         data, labels = _images_and_labels(batch)
@@ -388,9 +370,7 @@ class RDMModule(_RCGStage):
         return torch.optim.AdamW(params, lr=lr, weight_decay=self.hparams.weight_decay)
 
 
-# =====================================================================================================================
-# MAGE
-# =====================================================================================================================
+# ----------------------------------------------------------------------------------------------------------------- MAGE
 def mage_targets(mage: MAGE, vqgan: VQGAN, encoder: MocoViT | None, images: torch.Tensor):
     """(token ids (B, N), representations (B, rep_dim) or None) of images from the frozen tokenizer and encoder, in
     their own precision even under autocast: bf16 would change about 5% of the token ids (nearest codes are close)."""
@@ -400,32 +380,37 @@ def mage_targets(mage: MAGE, vqgan: VQGAN, encoder: MocoViT | None, images: torc
     return codes, rep
 
 
-def mage_training_loss(stage: _RCGStage, batch) -> torch.Tensor:
-    """One MAGE training loss of a MAGEModule's or RCGPipeline's batch: tokens from its frozen VQGAN, reps from its
-    frozen encoder (dropped to the fake latent with probability rep_drop_prob), random drop/mask, label-smoothed CE
-    over masked tokens."""
-    images, _ = _images_and_labels(batch)
-    mage = stage.mage
-    codes, rep = mage_targets(mage, stage.vqgan, stage.encoder, images)
-    if rep is not None:
-        rep = mage.training_rep(rep)
-    drop_mask, all_mask = mage.sample_masks(codes.shape[0], codes.device)
-    return mage.loss(codes, mage(codes, rep, drop_mask, all_mask), all_mask)
+class MAGETraining(_RCGStage):
+    """Training of the pixel generator (MAGEModule; RCGPipeline fine-tuning) over its frozen VQGAN and encoder."""
+
+    def mage_loss(self, batch) -> torch.Tensor:
+        """Tokens from the frozen VQGAN, reps from the frozen encoder (dropped to the fake latent with probability
+        rep_drop_prob), random drop/mask, label-smoothed CE over masked tokens."""
+        images, _ = _images_and_labels(batch)
+        codes, rep = mage_targets(self.mage, self.vqgan, self.encoder, images)
+        if rep is not None:
+            rep = self.mage.training_rep(rep)
+        drop_mask, all_mask = self.mage.sample_masks(codes.shape[0], codes.device)
+        return self.mage.loss(codes, self.mage(codes, rep, drop_mask, all_mask), all_mask)
+
+    def training_step(self, batch, batch_idx):
+        loss = self.mage_loss(batch)
+        self.log("train/loss", loss, prog_bar=True)
+        return loss
+
+    def configure_optimizers(self):
+        """AdamW over the MAGE weights (no decay on norms and biases) at blr x effective batch / 256, warmup-cosine."""
+        lr = self.hparams.blr * _effective_batch(self.trainer, 4096) / 256
+        betas = tuple(self.hparams.get("betas", (0.9, 0.95)))
+        opt = torch.optim.AdamW(weight_decay_groups(self.mage, self.hparams.weight_decay), lr=lr, betas=betas)
+        return _schedule(opt, self.trainer, self.hparams.warmup_epochs)
 
 
-def mage_optimizers(stage: _RCGStage, betas) -> dict[str, Any]:
-    """AdamW over the MAGE weights (no decay on norms and biases) at blr x effective batch / 256, warmup-cosine."""
-    lr = stage.hparams.blr * _effective_batch(stage.trainer, 4096) / 256
-    opt = torch.optim.AdamW(weight_decay_groups(stage.mage, stage.hparams.weight_decay), lr=lr, betas=tuple(betas))
-    return _schedule(opt, stage.trainer, stage.hparams.warmup_epochs)
-
-
-class MAGEModule(_RCGStage):
+class MAGEModule(MAGETraining):
     """MAGE pixel generator trained on ground-truth representations with fake-latent dropout.
 
     Keys: ``mage.*``, ``vqgan.*`` (frozen tokenizer), ``encoder.*`` (frozen MoCo v3 encoder; absent for the
-    unconditional baseline, ``mage.use_rep = False``).
-    """
+    unconditional baseline, ``mage.use_rep = False``)."""
 
     model_type = "rcg-mage"
     _frozen = ("encoder", "vqgan")
@@ -436,27 +421,17 @@ class MAGEModule(_RCGStage):
                  warmup_epochs: float = 10):
         super().__init__()
         self.save_hyperparameters()
-        mage_cfg = dataclass_from_dict(MAGEConfig, mage, "mage")
-        self.mage = MAGE(mage_cfg)
-        self.vqgan = VQGAN(dataclass_from_dict(VQGANConfig, vqgan, "vqgan"))
+        self.mage, self.vqgan = network("mage", mage), network("vqgan", vqgan)
+        mage_cfg = self.mage.config
         if mage_cfg.use_rep and encoder is None:
             raise ValueError("a representation-conditioned MAGE (mage.use_rep=True) needs an `encoder` config")
-        self.encoder = MocoViT(dataclass_from_dict(EncoderConfig, encoder, "encoder")) if mage_cfg.use_rep else None
+        self.encoder = network("encoder", encoder) if mage_cfg.use_rep else None
         if self.vqgan.config.n_embed != mage_cfg.codebook_size:
             raise ValueError(f"mage.codebook_size {mage_cfg.codebook_size} != vqgan.n_embed {self.vqgan.config.n_embed}")
         self._freeze()
 
-    def setup(self, stage: str) -> None:
-        if stage == "fit":
-            self._load_inits({"encoder": self.hparams.encoder_init, "vqgan": self.hparams.vqgan_init})
-
-    def training_step(self, batch, batch_idx):
-        loss = mage_training_loss(self, batch)
-        self.log("train/loss", loss, prog_bar=True)
-        return loss
-
     def validation_step(self, batch, batch_idx):
-        self.log("val/loss", mage_training_loss(self, batch))
+        self.log("val/loss", self.mage_loss(batch))
 
     @torch.no_grad()
     def sample(self, n: int, *, steps: int = 20, temperature: float = 6.0, seed: int | None = 0,
@@ -485,6 +460,3 @@ class MAGEModule(_RCGStage):
         with eval_mode(self):
             codes = self.mage.generate(rep, steps, temperature, cfg, generator, batch=n)
             return self.vqgan.decode_codes(codes).float().clamp(0, 1)
-
-    def configure_optimizers(self):
-        return mage_optimizers(self, self.hparams.betas)

@@ -18,20 +18,8 @@ from typing import Any, Callable
 import torch
 from tqdm.auto import tqdm
 
-from zoo.hparams import dataclass_from_dict
-from zoo.rcg.model import (
-    MAGE,
-    RDM,
-    VQGAN,
-    EncoderConfig,
-    MAGEConfig,
-    MocoViT,
-    RDMConfig,
-    VQGANConfig,
-    ddim_sample,
-    ddim_timesteps,
-)
-from zoo.rcg.module import _RCGStage, eval_mode, mage_optimizers, mage_training_loss, seeded_generator
+from zoo.rcg.model import ddim_sample, ddim_timesteps
+from zoo.rcg.module import MAGETraining, eval_mode, network, seeded_generator
 
 __all__ = ["RCGPipeline", "SAMPLING_DEFAULTS"]
 
@@ -40,13 +28,12 @@ __all__ = ["RCGPipeline", "SAMPLING_DEFAULTS"]
 SAMPLING_DEFAULTS: dict[str, Any] = {"cfg": 1.0, "rdm_steps": 250, "eta": 1.0, "steps": 20, "temperature": 6.0}
 
 
-class RCGPipeline(_RCGStage):
+class RCGPipeline(MAGETraining):
     """Encoder + RDM (EMA weights) + MAGE + VQGAN.
 
     Keys: ``encoder.*`` (MoCo v3 ViT + projector), ``rdm.*`` (denoiser with the EMA weights and the class
     embedder), ``mage.*``, ``vqgan.*``. ``Trainer.fit`` on a pipeline fine-tunes the pixel generator (MAGE) on
-    images with the encoder, tokenizer and RDM frozen; train the RDM with :class:`zoo.rcg.module.RDMModule`.
-    """
+    images with the encoder, tokenizer and RDM frozen; train the RDM with :class:`zoo.rcg.module.RDMModule`."""
 
     model_type = "rcg-pipeline"
     _frozen = ("encoder", "vqgan", "rdm")
@@ -56,10 +43,8 @@ class RCGPipeline(_RCGStage):
                  blr: float = 1.5e-4, weight_decay: float = 0.05, warmup_epochs: float = 0):
         super().__init__()
         self.save_hyperparameters()
-        self.encoder = MocoViT(dataclass_from_dict(EncoderConfig, encoder, "encoder"))
-        self.rdm = RDM(dataclass_from_dict(RDMConfig, rdm, "rdm"))
-        self.mage = MAGE(dataclass_from_dict(MAGEConfig, mage, "mage"))
-        self.vqgan = VQGAN(dataclass_from_dict(VQGANConfig, vqgan, "vqgan"))
+        self.encoder, self.rdm = network("encoder", encoder), network("rdm", rdm)
+        self.mage, self.vqgan = network("mage", mage), network("vqgan", vqgan)
         unknown = sorted(set(sampling or {}) - set(SAMPLING_DEFAULTS))
         if unknown:
             raise ValueError(f"unknown sampling defaults {unknown}; known: {sorted(SAMPLING_DEFAULTS)}")
@@ -172,8 +157,7 @@ class RCGPipeline(_RCGStage):
         ``cfg`` guidance scale (linearly ramped over MAGE steps), ``rdm_steps`` DDIM steps, ``steps`` MAGE
         iterations, ``temperature`` MAGE's Gumbel choice temperature (defaults: the catalog entry's setting). The
         same ``seed`` and ``batch_size`` give the same images. ``labels`` (class-conditional models only): n class
-        ids; random classes when omitted. ``timings``, if given, receives seconds spent in rdm / mage / vqgan.
-        """
+        ids; random classes when omitted. ``timings``, if given, receives seconds spent in rdm / mage / vqgan."""
         if n < 1:
             raise ValueError(f"n must be at least 1, got {n}")
         if labels is not None and not self.is_class_conditional:
@@ -222,15 +206,6 @@ class RCGPipeline(_RCGStage):
             codes = self.generate_tokens(rep, cfg=cfg, steps=steps, temperature=temperature,
                                          generator=seeded_generator(self._model_device(), seed))
             return self.decode_tokens(codes)
-
-    # ------------------------------------------------------------------------------------------------ fine-tune
-    def training_step(self, batch, batch_idx):
-        loss = mage_training_loss(self, batch)
-        self.log("train/loss", loss, prog_bar=True)
-        return loss
-
-    def configure_optimizers(self):
-        return mage_optimizers(self, betas=(0.9, 0.95))
 
     def model_card_fields(self) -> dict[str, Any]:
         fields = super().model_card_fields()
