@@ -28,16 +28,8 @@ from zoo.chess.tokenizer import NUM_ACTIONS
 from zoo.convert import map_keys, single_file
 
 __all__ = [
-    "read_npz",
-    "read_orbax",
-    "find_params_dir",
-    "infer_config",
-    "haiku_to_state_dict",
-    "haiku_to_lazy_state_dict",
-    "open_params",
-    "convert",
-    "catalog_convert_args",
-    "from_upstream",
+    "read_npz", "read_orbax", "find_params_dir", "infer_config", "haiku_to_state_dict", "haiku_to_lazy_state_dict",
+    "open_params", "convert", "catalog_convert_args", "from_upstream"
 ]
 
 
@@ -225,42 +217,31 @@ def _to_torch(array, transpose: bool) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(array.T if transpose else array, dtype=np.float32))
 
 
-def _mapped(params: dict, num_layers: int) -> dict[str, tuple[object, bool]]:
-    """``ChessTransformer`` parameter name -> (the tree's array, transposed?); every array and parameter used."""
+def haiku_to_lazy_state_dict(params: dict, num_layers: int, prefix: str = "") -> dict[str, LazyTensor]:
+    """The Haiku tree on ``ChessTransformer`` parameter names (every array and parameter used) as
+    :class:`zoo.io.LazyTensor` s: each array is read (and transposed) only when written, so converting a checkpoint
+    holds one array in memory (``save_state_dict`` streams them)."""
     mapping = haiku_mapping(num_layers)
     arrays = map_keys(params, [(key, name) for name, (key, _) in mapping.items()], expected=mapping,
                       what=f"the tree (read as a {num_layers}-layer model)")
-    return {name: (arrays[name], transpose) for name, (_, transpose) in mapping.items()}
-
-
-def haiku_to_state_dict(params: dict[str, np.ndarray], num_layers: int) -> dict[str, torch.Tensor]:
-    """Map the Haiku tree onto ``ChessTransformer`` parameter names (linear weights transposed)."""
-    return {name: _to_torch(array, transpose) for name, (array, transpose) in _mapped(params, num_layers).items()}
-
-
-def haiku_to_lazy_state_dict(params: dict, num_layers: int, prefix: str = "") -> dict[str, LazyTensor]:
-    """:func:`haiku_to_state_dict` as :class:`zoo.io.LazyTensor` s: each array is read (and transposed) only when
-    written, so converting a checkpoint holds one array in memory (``save_state_dict`` streams them)."""
     out = {}
-    for name, (array, transpose) in _mapped(params, num_layers).items():
-        shape = tuple(array.shape)
+    for name, (_, transpose) in mapping.items():
+        array, shape = arrays[name], tuple(arrays[name].shape)
         out[prefix + name] = LazyTensor(torch.float32, shape[::-1] if transpose else shape,
                                         lambda array=array, transpose=transpose: _to_torch(array, transpose))
     return out
 
 
+def haiku_to_state_dict(params: dict[str, np.ndarray], num_layers: int) -> dict[str, torch.Tensor]:
+    """Map the Haiku tree onto ``ChessTransformer`` parameter names (linear weights transposed)."""
+    return {name: lazy.load() for name, lazy in haiku_to_lazy_state_dict(params, num_layers).items()}
+
+
 # ----------------------------------------------------------------------------- entry points
 
 
-def convert(
-    src: str | os.PathLike,
-    out_dir: str | os.PathLike,
-    *,
-    policy: str | None = None,
-    num_heads: int | None = None,
-    step: int | None = None,
-    ema: bool = False,
-):
+def convert(src: str | os.PathLike, out_dir: str | os.PathLike, *, policy: str | None = None,
+            num_heads: int | None = None, step: int | None = None, ema: bool = False):
     """Convert an official checkpoint (npz / Orbax folder / zip) into a zoo repo folder; returns the module.
 
     ``num_heads`` is always needed and ``policy`` unless the head is the 1968-way BC head (see :func:`infer_config`).

@@ -101,20 +101,10 @@ class ChessDataModule(MidEpochResume, L.LightningDataModule):
     goes on with the batches it had left.
     """
 
-    def __init__(
-        self,
-        data_dir: str | None = None,
-        policy: str = "action_value",
-        train_path: str | None = None,
-        val_path: str | None = None,
-        batch_size: int = 256,
-        num_workers: int = 0,
-        num_return_buckets: int = 128,
-        max_train_records: int | None = None,
-        max_val_records: int | None = None,
-        mirror_augment: bool = False,
-        seed: int = 0,
-    ):
+    def __init__(self, data_dir: str | None = None, policy: str = "action_value", train_path: str | None = None,
+                 val_path: str | None = None, batch_size: int = 256, num_workers: int = 0, num_return_buckets: int = 128,
+                 max_train_records: int | None = None, max_val_records: int | None = None, mirror_augment: bool = False,
+                 seed: int = 0):
         super().__init__()
         if data_dir is None and train_path is None:
             raise ValueError("ChessDataModule needs data_dir (with train/ and test/) or train_path")

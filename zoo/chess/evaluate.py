@@ -24,21 +24,12 @@ import numpy as np
 
 from zoo.chess.bag import BagReader, decode_record
 from zoo.chess.engine import ChessEngine, legal_moves
-from zoo.chess.make_data import play_book
+from zoo.chess.make_data import DEFAULT_STOCKFISH, play_book
 from zoo.chess.tokenizer import ACTION_TO_INDEX, to_bucket
 
 __all__ = [
-    "read_action_value_test_set",
-    "static_metrics",
-    "evaluate_puzzle",
-    "read_puzzles",
-    "puzzle_accuracy",
-    "elo_difference",
-    "play_match",
-    "MatchResult",
-    "RandomMover",
-    "MaterialGreedy",
-    "StockfishPlayer",
+    "read_action_value_test_set", "static_metrics", "evaluate_puzzle", "read_puzzles", "puzzle_accuracy",
+    "elo_difference", "play_match", "MatchResult", "RandomMover", "MaterialGreedy", "StockfishPlayer"
 ]
 
 _LN2 = math.log(2)
@@ -293,7 +284,7 @@ class MaterialGreedy:
 class StockfishPlayer:
     """Stockfish at a Skill Level and node/depth limit (call ``close`` when done, or use as a context)."""
 
-    def __init__(self, path: str = "/usr/games/stockfish", *, skill_level: int | None = 0, nodes: int | None = 1000, depth: int | None = None):
+    def __init__(self, path: str = DEFAULT_STOCKFISH, *, skill_level: int | None = 0, nodes: int | None = 1000, depth: int | None = None):
         self.engine = chess.engine.SimpleEngine.popen_uci(path)
         self.engine.configure({"Threads": 1, **({"Skill Level": skill_level} if skill_level is not None else {})})
         self.limit = chess.engine.Limit(nodes=nodes, depth=depth)
@@ -334,24 +325,11 @@ def _play_out(board: chess.Board, white, black, judge: chess.engine.SimpleEngine
     return None
 
 
-def play_match(
-    engine: ChessEngine,
-    opponent=None,
-    *,
-    games: int = 10,
-    stockfish: str = "/usr/games/stockfish",
-    skill_level: int | None = 0,
-    nodes: int | None = 1000,
-    depth: int | None = None,
-    book: str | None = None,
-    opening_plies: int = 6,
-    max_plies: int = 400,
-    adjudication_time: float | None = ADJUDICATION_TIME,
-    seed: int = 0,
-    pgn_path: str | os.PathLike | None = None,
-    name: str = "zoo-chess",
-    progress: bool = False,
-) -> MatchResult:
+def play_match(engine: ChessEngine, opponent=None, *, games: int = 10, stockfish: str = DEFAULT_STOCKFISH,
+               skill_level: int | None = 0, nodes: int | None = 1000, depth: int | None = None, book: str | None = None,
+               opening_plies: int = 6, max_plies: int = 400, adjudication_time: float | None = ADJUDICATION_TIME,
+               seed: int = 0, pgn_path: str | os.PathLike | None = None, name: str = "zoo-chess",
+               progress: bool = False) -> MatchResult:
     """Play ``games`` games vs ``opponent`` (anything with ``play(board) -> Move`` and a ``name``; default:
     Stockfish at ``skill_level`` / ``nodes`` / ``depth``) in colour-swapped pairs from opening-book starts.
 

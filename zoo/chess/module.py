@@ -115,54 +115,29 @@ def init_move_square_lookup(model: ChessTransformer, sharpness: float = 8.0) -> 
 
 
 class ChessTransformerModule(ZooModule):
-    """Action-value, state-value or behavioural-cloning predictor from "Amortized Planning with Large-Scale
-    Transformers: A Case Study on Chess". Batches are dicts with ``sequences`` ``(B, T)`` int64 (targets
-    in the official layout) and ``win_probs`` ``(B,)`` (used for HL-Gauss targets; NaN for BC).
+    """Action-value, state-value or behavioural-cloning predictor. Batches are dicts with ``sequences`` ``(B, T)``
+    int64 (targets in the official layout) and ``win_probs`` ``(B,)`` (for HL-Gauss targets; NaN for BC).
 
-    Loss: the natural-log NLL of the last token (as the official trainer), or the cross-entropy against
-    HL-Gauss smoothed bucket targets when ``hl_gauss_sigma`` is set (AV/SV only).
+    Loss: the natural-log NLL of the last token (as the official trainer), or the cross-entropy against HL-Gauss
+    smoothed bucket targets when ``hl_gauss_sigma`` is set (AV/SV only).
 
-    ``action_embedding_init="squares"`` starts the token table from ``square_factored_action_embeddings``
-    instead of the official truncated normal (std 0.02): small-data runs learn move values much sooner.
-    ``"board"`` adds the position rows of the move's board squares to those vectors (validation loss 3.83 vs
-    4.21 after 1,000 small-data steps).
-
-    ``move_square_lookup=True`` (action values only) starts the first layer reading the pieces on the move's from-
-    and to-square (``init_move_square_lookup``). With it, small_cpu.yaml's model values captures by what they win (a
-    queen capture +0.25, Stockfish +0.33; without it -0.02) and scores 0.93 against the material-greedy player
-    (0.05 without it).
+    Small-data starts (not in the official trainer): ``action_embedding_init="squares"`` (or ``"board"``: validation
+    loss 3.83 vs 4.21 after 1,000 small-data steps) starts the token table from ``square_factored_action_embeddings``;
+    ``move_square_lookup=True`` from ``init_move_square_lookup``, with which small_cpu.yaml's model values a queen
+    capture +0.25 (Stockfish +0.33; without it -0.02) and scores 0.93 against the material-greedy player (0.05).
     """
 
     model_type = "chess-transformer"
     method = "chess"
 
-    def __init__(
-        self,
-        policy: str = "action_value",
-        num_layers: int = 8,
-        embedding_dim: int = 256,
-        num_heads: int = 8,
-        widening_factor: int = 4,
-        num_return_buckets: int = 128,
-        max_sequence_length: int = 79,
-        learning_rate: float = 1e-4,
-        hl_gauss_sigma: float | None = None,
-        lr_schedule: str = "constant",
-        warmup_steps: int = 0,
-        action_embedding_init: str = "official",
-        move_square_lookup: bool = False,
-    ):
+    def __init__(self, policy: str = "action_value", num_layers: int = 8, embedding_dim: int = 256, num_heads: int = 8,
+                 widening_factor: int = 4, num_return_buckets: int = 128, max_sequence_length: int = 79,
+                 learning_rate: float = 1e-4, hl_gauss_sigma: float | None = None, lr_schedule: str = "constant",
+                 warmup_steps: int = 0, action_embedding_init: str = "official", move_square_lookup: bool = False):
         super().__init__()
         self.save_hyperparameters()
-        self.cfg = ChessTransformerConfig(
-            policy=policy,
-            num_layers=num_layers,
-            embedding_dim=embedding_dim,
-            num_heads=num_heads,
-            widening_factor=widening_factor,
-            num_return_buckets=num_return_buckets,
-            max_sequence_length=max_sequence_length,
-        )
+        self.cfg = ChessTransformerConfig(policy, num_layers, embedding_dim, num_heads, widening_factor,
+                                          num_return_buckets, max_sequence_length=max_sequence_length)
         if hl_gauss_sigma is not None and (policy == "behavioral_cloning" or hl_gauss_sigma <= 0):
             raise ValueError("hl_gauss_sigma must be positive and applies only to action_value / state_value")
         if lr_schedule not in ("constant", "cosine"):

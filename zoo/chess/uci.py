@@ -1,16 +1,11 @@
 """A UCI front end for a ChessBench model, and a small terminal game.
 
-``zoo chess uci NAME`` speaks the Universal Chess Interface on stdin/stdout, so any chess GUI or
-``chess.engine.SimpleEngine.popen_uci(["zoo", "chess", "uci", NAME])`` can play the model. It answers ``uci`` at
-once and loads the model in a background thread (``isready`` waits for it). The model searches nothing: a ``go``
-values the legal moves with one batched forward. When the time limit (``movetime``, or a share of the clock) is too
-short for all of them, it values them in chunks, most forcing first (checks, captures, promotions), and plays the
-best one valued before the deadline; ``infinite`` and ``ponder`` hold the move until ``stop`` / ``ponderhit``.
-
-Options: ``Threads`` (torch CPU threads), ``Move Overhead`` (ms kept back from each time limit for the GUI and the
-pipe), ``MultiPV`` (how many moves a ``go`` reports, each on its own ``info ... multipv k ... pv MOVE`` line: the
-move it plays first, then the others by value, as analysis GUIs and python-chess's ``analyse(multipv=N)`` read
-them) and ``Model`` (a catalog name or repo folder: setting it loads that model).
+``zoo chess uci NAME`` speaks the Universal Chess Interface on stdin/stdout, for any chess GUI or
+``chess.engine.SimpleEngine.popen_uci(["zoo", "chess", "uci", NAME])``. A ``go`` values the legal moves with one
+batched forward (no search); when the time limit is too short for all of them, it values them in chunks, most forcing
+first, and plays the best one valued before the deadline. ``infinite`` and ``ponder`` hold the move until ``stop`` /
+``ponderhit``. Options: ``Threads``, ``Move Overhead`` (ms kept back from each time limit), ``MultiPV`` (one ``info
+... multipv k ... pv MOVE`` line per move, the played move first) and ``Model`` (a catalog name or repo folder).
 """
 
 from __future__ import annotations
