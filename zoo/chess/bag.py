@@ -49,8 +49,6 @@ def _zstd():
 
 
 # ----------------------------------------------------------------------------- reading
-
-
 class _BagFile:
     def __init__(self, path: Path):
         self.path = path
@@ -133,8 +131,6 @@ class BagReader(Sequence[bytes]):
 
 
 # ----------------------------------------------------------------------------- writing
-
-
 class BagWriter:
     """Write records to a bag atomically (the file appears only when the writer closes without error)."""
 
@@ -186,8 +182,6 @@ class BagWriter:
 
 
 # ----------------------------------------------------------------------------- records
-
-
 def _varint(n: int) -> bytes:
     out = bytearray()
     while n > 0x7F:

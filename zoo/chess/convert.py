@@ -34,8 +34,6 @@ __all__ = [
 
 
 # ----------------------------------------------------------------------------- readers
-
-
 def read_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
     with np.load(path, allow_pickle=False) as data:
         return {key: np.asarray(data[key]) for key in data.files}
@@ -137,8 +135,6 @@ def open_params(src: str | os.PathLike, step: int | None = None, ema: bool = Fal
 
 
 # ----------------------------------------------------------------------------- mapping
-
-
 def _name(base: str, i: int) -> str:
     return base if i == 0 else f"{base}_{i}"
 
@@ -238,8 +234,6 @@ def haiku_to_state_dict(params: dict[str, np.ndarray], num_layers: int) -> dict[
 
 
 # ----------------------------------------------------------------------------- entry points
-
-
 def convert(src: str | os.PathLike, out_dir: str | os.PathLike, *, policy: str | None = None,
             num_heads: int | None = None, step: int | None = None, ema: bool = False):
     """Convert an official checkpoint (npz / Orbax folder / zip) into a zoo repo folder; returns the module.

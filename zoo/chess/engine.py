@@ -5,9 +5,8 @@
     analysis = engine.analyse(board)            # every legal move with its win probability
     svg = board_svg(board, analysis)            # the position with the model's move values
 
-All legal moves of a position (and of many positions, ``analyse_many``) go through the network in one
-batched pass that computes only the last position's outputs (``LastPositionPredictor``); results do not
-depend on the batch size. ``precision="bf16"`` (opt-in) trades exactness for about 1.9x CPU speed.
+All legal moves of a position (and of many positions, ``analyse_many``) go through the network in one batched pass
+(``LastPositionPredictor``); results do not depend on the batch size.
 """
 
 from __future__ import annotations
@@ -82,9 +81,8 @@ class ChessEngine:
     """The official engines of searchless_chess for one model (its ``policy`` decides AV, SV or BC).
 
     ``temperature=None`` plays greedily; a positive temperature samples from softmax(scores / T) as the
-    official engines do. ``batch_size`` bounds the rows per network call. ``precision`` is the network's compute
-    precision: ``"fp32"`` (default; the official numbers) or ``"bf16"`` (faster on CPUs with AVX512-BF16/AMX; win
-    probabilities differ by up to ~1e-2 and a close choice can change, see ``LastPositionPredictor``).
+    official engines do. ``batch_size`` bounds the rows per network call. ``precision``: ``"fp32"`` (the official
+    numbers) or ``"bf16"`` (faster; a close choice can change, see ``LastPositionPredictor``).
     """
 
     def __init__(self, module, *, temperature: float | None = None, batch_size: int = 2048, seed: int | None = None,
@@ -180,8 +178,6 @@ class ChessEngine:
 
 
 # ----------------------------------------------------------------------------- SVG
-
-
 def _value_colour(p: float) -> str:
     """Red (losing) -> yellow -> green (winning), with some transparency for the arrows."""
     p = min(max(p, 0.0), 1.0)

@@ -36,8 +36,6 @@ _LN2 = math.log(2)
 
 
 # ----------------------------------------------------------------------------- static metrics
-
-
 def read_action_value_test_set(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], list[str]]:
     """Group an AV bag by FEN -> float32 array of (action id, win prob) sorted by action id.
 
@@ -113,8 +111,6 @@ def static_metrics(engine: ChessEngine, test_bag: str | os.PathLike, *, max_fens
 
 
 # ----------------------------------------------------------------------------- puzzles
-
-
 def evaluate_puzzle(engine: ChessEngine, board: chess.Board, moves: list[str], *, engine_first: bool = False) -> tuple[bool, list[str]]:
     """Official puzzle rule on ``board`` (its history kept): the listed opponent moves are played, the
     engine must find every listed move of its side; a different move still solves it if it checkmates.
@@ -200,8 +196,6 @@ def puzzle_accuracy(engine: ChessEngine, path: str | os.PathLike, *, limit: int 
 
 
 # ----------------------------------------------------------------------------- matches
-
-
 def elo_difference(wins: int, draws: int, losses: int, z: float = 1.96) -> tuple[float, float]:
     """Elo difference from a score and its ``z``-sigma error (delta method on the per-game score variance).
 
@@ -239,7 +233,6 @@ class MatchResult:
 
 
 # ----------------------------------------------------------------------------- opponents
-
 # the official tournament's adjudication: a win once Stockfish (0.01 s per position) rates a side above 1300 cp
 ADJUDICATION_TIME = 0.01
 ADJUDICATION_CP = 1300
@@ -281,7 +274,7 @@ class MaterialGreedy:
         return self.rng.choice([m for s, m in scored if s == best])
 
 
-class StockfishPlayer:
+class StockfishPlayer(contextlib.AbstractContextManager):
     """Stockfish at a Skill Level and node/depth limit (call ``close`` when done, or use as a context)."""
 
     def __init__(self, path: str = DEFAULT_STOCKFISH, *, skill_level: int | None = 0, nodes: int | None = 1000, depth: int | None = None):
@@ -295,9 +288,6 @@ class StockfishPlayer:
 
     def close(self) -> None:
         self.engine.quit()
-
-    def __enter__(self):
-        return self
 
     def __exit__(self, *exc) -> None:
         self.close()

@@ -89,8 +89,6 @@ class DataConfig:
 
 
 # ----------------------------------------------------------------------------- one game (worker)
-
-
 def _annotate(engine: chess.engine.SimpleEngine, board: chess.Board, depth: int) -> dict:
     limit = chess.engine.Limit(depth=depth)
     action_values = {}
@@ -132,8 +130,6 @@ def _worker(args: tuple[DataConfig, int, str]) -> tuple[int, int]:
 
 
 # ----------------------------------------------------------------------------- driver
-
-
 def _position_key(fen: str) -> str:
     return " ".join(fen.split(" ")[:4])  # the position without its move counters
 

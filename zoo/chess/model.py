@@ -59,8 +59,6 @@ class ChessTransformerConfig:
 
 
 # ----------------------------------------------------------------------------- blocks
-
-
 class SelfAttention(nn.Module):
     def __init__(self, dim: int, num_heads: int):
         super().__init__()
@@ -103,8 +101,6 @@ class Block(nn.Module):
 
 
 # ----------------------------------------------------------------------------- model
-
-
 class ChessTransformer(nn.Module):
     def __init__(self, cfg: ChessTransformerConfig):
         super().__init__()
@@ -150,7 +146,6 @@ class ChessTransformer(nn.Module):
 
 
 # ----------------------------------------------------------------------------- inference
-
 PRECISIONS = ("fp32", "bf16")
 CPU_CHUNK_ROWS = 64  # rows per pass on CPU: enough for efficient matmuls, few enough for activations to stay in cache
 

@@ -73,16 +73,14 @@ def _square_code(square: int) -> torch.Tensor:
 def init_move_square_lookup(model: ChessTransformer, sharpness: float = 8.0) -> None:
     """Start an action-value network with the move token reading the pieces on its from- and to-square.
 
-    Trained from the usual start on little data, the move token never learns to look at its to-square (its
-    attention there stays below uniform), so the model cannot tell what a move captures and values a queen
-    capture like a pawn capture. Here the last 42 residual channels start out as a look-up table:
+    Trained from the usual start on little data, the move token never learns to look at its to-square, so the model
+    values a queen capture like a pawn capture. Here the last 42 residual channels start out as a look-up table:
       * the position rows of the 64 board tokens carry their square's code (``_square_code``, 6 channels);
-      * each move row carries its from- and to-square codes (6 + 6); rows shared with the FEN characters carry
-        none, so board tokens hold no move code (the 31 moves from a1 and b1 start without the look-up);
+      * each move row carries its from- and to-square codes (6 + 6), except rows shared with the FEN characters
+        (the 31 moves from a1 and b1 start without the look-up);
       * the 13 board characters carry a +-1 piece code (8 channels) that nothing else writes to;
-      * in the first layer, head 0 (1) queries with the from- (to-) code against the board codes, so each
-        starts with about 70% of its attention on its square, and copies the piece code it finds into 8
-        channels of its own (the moving piece, the captured piece).
+      * in the first layer, head 0 (1) queries with the from- (to-) code against the board codes (about 70% of its
+        attention on its square) and copies the piece code it finds into 8 channels of its own.
     Only the start changes: every weight trains freely and checkpoints keep the official architecture.
     """
     D, H = model.cfg.embedding_dim, model.cfg.num_heads

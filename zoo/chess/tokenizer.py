@@ -19,7 +19,6 @@ __all__ = [
 ]
 
 # ----------------------------------------------------------------------------- FEN tokens
-
 VOCAB = tuple("0123456789abcdefgh") + tuple("pnrkqPBNRQKw.")
 _INDEX = {c: i for i, c in enumerate(VOCAB)}
 _EMPTY = _INDEX["."]
@@ -101,7 +100,6 @@ def square_token_index(square):
 
 
 # ----------------------------------------------------------------------------- action table
-
 _FILES = "abcdefgh"
 
 
@@ -114,21 +112,13 @@ def _build_actions() -> tuple[str, ...]:
     followed by the 176 promotions (rank 2->1 then 7->8; per file: push, left capture, right capture; q r b n)."""
     actions = []
     for source in range(64):
-        file, rank = source % 8, source // 8
-        queen, knight = [], []
-        for target in range(64):
-            if target == source:
-                continue
-            df, dr = target % 8 - file, target // 8 - rank
-            if df == 0 or dr == 0 or abs(df) == abs(dr):
-                queen.append(target)
-            elif {abs(df), abs(dr)} == {1, 2}:
-                knight.append(target)
+        steps = {t: (abs(t % 8 - source % 8), abs(t // 8 - source // 8)) for t in range(64) if t != source}
+        queen = [t for t, (df, dr) in steps.items() if df == 0 or dr == 0 or df == dr]
+        knight = [t for t, (df, dr) in steps.items() if {df, dr} == {1, 2}]
         actions += [_square_name(source) + _square_name(t) for t in queen + knight]
     for from_rank, to_rank in (("2", "1"), ("7", "8")):
         for i, file in enumerate(_FILES):
-            targets = [file] + ([_FILES[i - 1]] if i > 0 else []) + ([_FILES[i + 1]] if i < 7 else [])
-            for target in targets:
+            for target in [file] + ([_FILES[i - 1]] if i > 0 else []) + ([_FILES[i + 1]] if i < 7 else []):
                 actions += [file + from_rank + target + to_rank + piece for piece in "qrbn"]
     return tuple(actions)
 
@@ -150,13 +140,12 @@ def action_index(uci: str) -> int:
 
 
 # ----------------------------------------------------------------------------- values and buckets
-
-_LICHESS_SLOPE = 0.00368208
+LICHESS_SLOPE = 0.00368208
 
 
 def win_probability(centipawns: float) -> float:
     """Lichess win probability of the side to move (float64, no ±1000 cp clamp, as the official code)."""
-    return 0.5 + 0.5 * (2 / (1 + math.exp(-_LICHESS_SLOPE * centipawns)) - 1)
+    return 0.5 + 0.5 * (2 / (1 + math.exp(-LICHESS_SLOPE * centipawns)) - 1)
 
 
 def mate_win_probability(mate: int) -> float:

@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Callable, TextIO
 
 import chess
 
+from zoo.chess.tokenizer import LICHESS_SLOPE
+
 if TYPE_CHECKING:
     from zoo.chess.engine import ChessEngine, MoveAnalysis
 
 __all__ = ["UCIProtocol", "GoLimits", "win_prob_to_centipawns", "play_terminal", "run_uci"]
 
-_LICHESS_SLOPE = 0.00368208
 _DEFAULT_OVERHEAD_MS = 10
 _MAX_MULTIPV = 500  # as Stockfish's; more than any position's legal moves
 _MOVES_TO_GO = 30  # a clock without movestogo is shared as if this many moves were left
@@ -36,7 +37,7 @@ _GO_NUMBERS = ("wtime", "btime", "winc", "binc", "movestogo", "depth", "nodes", 
 def win_prob_to_centipawns(p: float) -> int:
     """Inverse of the Lichess win-probability formula; certain wins/losses map to about ±7500 cp."""
     p = min(max(p, 1e-12), 1 - 1e-12)
-    return int(round(math.log(p / (1 - p)) / _LICHESS_SLOPE))
+    return int(round(math.log(p / (1 - p)) / LICHESS_SLOPE))
 
 
 class GoLimits:
@@ -90,10 +91,6 @@ class GoLimits:
         return min(share, left / 2) / 1000
 
 
-def _usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 def _forcing_first(board: chess.Board, moves: list[chess.Move]) -> list[chess.Move]:
     """Checks, captures (bigger victims first) and promotions before quiet moves; otherwise the given order."""
 
@@ -118,7 +115,8 @@ class UCIProtocol:
         self.out = out
         self.clock = clock
         self.board: chess.Board | None = chess.Board()  # None after a position command that failed
-        self.threads = threads or _usable_cores()
+        usable_cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        self.threads = threads or usable_cores
         self.overhead_ms = _DEFAULT_OVERHEAD_MS
         self.multipv = 1
         self.row_seconds = 0.0  # measured seconds per valued move (set by the load), for the time budget
