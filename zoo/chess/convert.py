@@ -54,14 +54,11 @@ def find_params_dir(root: str | os.PathLike, step: int | None = None, ema: bool 
     step_dirs = [p for p in root.rglob("*") if p.is_dir() and p.name.isdigit() and (p / leaf).is_dir()]
     if not step_dirs:
         raise FileNotFoundError(f"no Orbax checkpoint (<step>/{leaf}/) under {root}")
-    if step is None:
-        chosen = max(step_dirs, key=lambda p: int(p.name))
-    else:
-        matches = [p for p in step_dirs if int(p.name) == step]
-        if not matches:
-            raise FileNotFoundError(f"step {step} not under {root}; available: {sorted(int(p.name) for p in step_dirs)}")
-        chosen = matches[0]
-    return chosen / leaf
+    steps = {int(p.name): p for p in reversed(step_dirs)}  # the first folder of each step
+    step = max(steps) if step is None else step
+    if step not in steps:
+        raise FileNotFoundError(f"step {step} not under {root}; available: {sorted(steps)}")
+    return steps[step] / leaf
 
 
 class OrbaxArray:

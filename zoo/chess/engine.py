@@ -197,8 +197,7 @@ def board_svg(board: chess.Board, analysis: MoveAnalysis, *, top: int = 5, size:
     arrows = [chess.svg.Arrow(m.from_square, m.to_square, color=_value_colour(float(np.exp(s)) if bc else s)) for m, s in ranked[:top]]
     inner = chess.svg.board(board, arrows=arrows, size=size, lastmove=board.peek() if board.move_stack else None)
     inner = inner.split("?>", 1)[-1]  # drop any XML declaration so it can be nested
-    row = 16
-    panel_width = 190
+    row, panel_width = 16, 190
     height = max(size, row * (len(ranked) + 3))
     label = "P(move)" if bc else "win %"
     lines = [f'<text x="{size + 12}" y="{row}" font-family="monospace" font-size="13" font-weight="bold">move   {label}</text>']

@@ -175,11 +175,10 @@ def _read_problem_pgn(path: Path) -> list[Puzzle]:
 def read_puzzles(path: str | os.PathLike) -> list[Puzzle]:
     """Puzzles from a Lichess-format CSV (PGN, Moves, Rating) or a problem PGN (FEN header + solution)."""
     path = Path(path)
-    if path.suffix.lower() == ".csv":
-        return _read_lichess_csv(path)
-    if path.suffix.lower() == ".pgn":
-        return _read_problem_pgn(path)
-    raise ValueError(f"{path}: expected a Lichess puzzle .csv or a problem .pgn")
+    reader = {".csv": _read_lichess_csv, ".pgn": _read_problem_pgn}.get(path.suffix.lower())
+    if reader is None:
+        raise ValueError(f"{path}: expected a Lichess puzzle .csv or a problem .pgn")
+    return reader(path)
 
 
 def puzzle_accuracy(engine: ChessEngine, path: str | os.PathLike, *, limit: int | None = None, progress: bool = False) -> dict:

@@ -96,12 +96,8 @@ def _annotate(engine: chess.engine.SimpleEngine, board: chess.Board, depth: int)
         info = engine.analyse(board, limit, root_moves=[move])
         action_values[move.uci()] = score_to_win_prob(info["score"], board.turn)
     info = engine.analyse(board, limit)
-    return {
-        "fen": board.fen(),
-        "action_values": action_values,
-        "state_value": score_to_win_prob(info["score"], board.turn),
-        "best_move": info["pv"][0].uci(),
-    }
+    return {"fen": board.fen(), "action_values": action_values,
+            "state_value": score_to_win_prob(info["score"], board.turn), "best_move": info["pv"][0].uci()}
 
 
 def _play_game(cfg: DataConfig, game: int) -> dict:

@@ -32,12 +32,16 @@ def _fen_error(fen: str, problem: str) -> ValueError:
     return ValueError(f"invalid FEN {fen!r}: {problem} (expected e.g. 'rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1')")
 
 
+def _padded(text: str, width: int) -> list[int]:
+    return [_INDEX[c] for c in text] + [_EMPTY] * (width - len(text))
+
+
 def _counter(fen: str, text: str, what: str) -> list[int]:
     if not text.isdigit() or not text.isascii():
         raise _fen_error(fen, f"the {what} {text!r} is not a non-negative integer")
     if len(text) > 3:
         raise _fen_error(fen, f"the {what} {text!r} has more than 3 digits, which the 77-token encoding cannot hold")
-    return [_INDEX[c] for c in text] + [_EMPTY] * (3 - len(text))
+    return _padded(text, 3)
 
 
 def tokenize(fen: str) -> np.ndarray:
@@ -60,34 +64,20 @@ def tokenize(fen: str) -> np.ndarray:
     if len(ranks) != 8:
         raise _fen_error(fen, f"the placement has {len(ranks)} ranks, not 8")
     for rank in ranks:
-        width = 0
+        row = []
         for c in rank:
-            if c in "12345678":
-                tokens.extend([_EMPTY] * int(c))
-                width += int(c)
-            elif c in _PIECES:
-                tokens.append(_INDEX[c])
-                width += 1
-            else:
+            if c not in _PIECES and c not in "12345678":
                 raise _fen_error(fen, f"the placement contains {c!r}, which is neither a piece letter nor 1-8")
-        if width != 8:
-            raise _fen_error(fen, f"the rank {rank!r} covers {width} squares, not 8")
-
-    if castling == "-":
-        tokens.extend([_EMPTY] * 4)
-    else:
-        if not castling or any(c not in "KQkq" for c in castling) or len(set(castling)) != len(castling):
-            raise _fen_error(fen, f"the castling field {castling!r} is not '-' or distinct letters from 'KQkq'")
-        tokens.extend(_INDEX[c] for c in castling)
-        tokens.extend([_EMPTY] * (4 - len(castling)))
-
-    if en_passant == "-":
-        tokens.extend([_EMPTY] * 2)
-    elif _EN_PASSANT.match(en_passant):
-        tokens.extend(_INDEX[c] for c in en_passant)
-    else:
+            row += [_EMPTY] * int(c) if c.isdigit() else [_INDEX[c]]
+        if len(row) != 8:
+            raise _fen_error(fen, f"the rank {rank!r} covers {len(row)} squares, not 8")
+        tokens += row
+    if castling != "-" and (not castling or any(c not in "KQkq" for c in castling)
+                            or len(set(castling)) != len(castling)):
+        raise _fen_error(fen, f"the castling field {castling!r} is not '-' or distinct letters from 'KQkq'")
+    if en_passant != "-" and not _EN_PASSANT.match(en_passant):
         raise _fen_error(fen, f"the en-passant field {en_passant!r} is not '-' or a square on rank 3 or 6")
-
+    tokens += _padded(castling.replace("-", ""), 4) + _padded(en_passant.replace("-", ""), 2)
     tokens += _counter(fen, halfmove, "halfmove clock")
     tokens += _counter(fen, fullmove, "fullmove number")
     return np.asarray(tokens, dtype=np.uint8)  # (77,)
