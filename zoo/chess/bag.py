@@ -121,9 +121,7 @@ class BagReader(Sequence[bytes]):
         return self.files[shard][i - self._starts[shard]]
 
     def __iter__(self) -> Iterator[bytes]:
-        for f in self.files:
-            for j in range(len(f)):
-                yield f[j]
+        return (f[j] for f in self.files for j in range(len(f)))
 
     def close(self) -> None:
         for f in self.files:

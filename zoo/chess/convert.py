@@ -27,10 +27,8 @@ from zoo.chess.model import ChessTransformerConfig, check_policy
 from zoo.chess.tokenizer import NUM_ACTIONS
 from zoo.convert import map_keys, single_file
 
-__all__ = [
-    "read_npz", "read_orbax", "find_params_dir", "infer_config", "haiku_to_state_dict", "haiku_to_lazy_state_dict",
-    "open_params", "convert", "catalog_convert_args", "from_upstream"
-]
+__all__ = ["read_npz", "read_orbax", "find_params_dir", "infer_config", "haiku_to_state_dict",
+           "haiku_to_lazy_state_dict", "open_params", "convert", "catalog_convert_args", "from_upstream"]
 
 
 # ----------------------------------------------------------------------------- readers

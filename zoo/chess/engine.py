@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from zoo.chess.model import LastPositionPredictor
-from zoo.chess.tokenizer import ACTION_TO_INDEX, FEN_LENGTH, bucket_values, tokenize
+from zoo.chess.tokenizer import ACTION_TO_INDEX, bucket_values, tokenize
 
 __all__ = ["ChessEngine", "MoveAnalysis", "legal_moves", "board_svg", "parse_move"]
 
@@ -115,10 +115,8 @@ class ChessEngine:
         """The target sequences this policy needs for ``board`` (dummy 0 as the last token)."""
         fen_tokens = tokenize(board.fen()).astype(np.int32)
         if self.policy == "action_value":
-            rows = np.zeros((len(moves), FEN_LENGTH + 2), np.int32)
-            rows[:, :FEN_LENGTH] = fen_tokens
-            rows[:, FEN_LENGTH] = [ACTION_TO_INDEX[m.uci()] for m in moves]
-            return rows
+            actions = np.array([[ACTION_TO_INDEX[m.uci()], 0] for m in moves], np.int32).reshape(-1, 2)
+            return np.concatenate([np.tile(fen_tokens, (len(moves), 1)), actions], axis=1)
         if self.policy == "behavioral_cloning":
             return np.concatenate([fen_tokens, [0]])[None]
         rows = [np.concatenate([fen_tokens, [0]])]  # state value: current position, then every child

@@ -27,10 +27,8 @@ from zoo.chess.engine import ChessEngine, legal_moves
 from zoo.chess.make_data import DEFAULT_STOCKFISH, play_book
 from zoo.chess.tokenizer import ACTION_TO_INDEX, to_bucket
 
-__all__ = [
-    "read_action_value_test_set", "static_metrics", "evaluate_puzzle", "read_puzzles", "puzzle_accuracy",
-    "elo_difference", "play_match", "MatchResult", "RandomMover", "MaterialGreedy", "StockfishPlayer"
-]
+__all__ = ["read_action_value_test_set", "static_metrics", "evaluate_puzzle", "read_puzzles", "puzzle_accuracy",
+           "elo_difference", "play_match", "MatchResult", "RandomMover", "MaterialGreedy", "StockfishPlayer"]
 
 _LN2 = math.log(2)
 
@@ -105,9 +103,7 @@ def static_metrics(engine: ChessEngine, test_bag: str | os.PathLike, *, max_fens
     keys = [k for k in per_fen[0] if k != "fen"] if per_fen else []
     # nanmean: the value-based tau is undefined (NaN) where Stockfish gives every move the same value
     averages = {f"eval_{k}": float(np.nanmean([r[k] for r in per_fen])) for k in keys}
-    averages["num_fens"] = len(per_fen)
-    averages["num_dropped_fens"] = len(dropped)
-    return averages, per_fen
+    return {**averages, "num_fens": len(per_fen), "num_dropped_fens": len(dropped)}, per_fen
 
 
 # ----------------------------------------------------------------------------- puzzles

@@ -30,12 +30,11 @@ def hl_gauss_targets(win_probs: torch.Tensor, num_buckets: int, sigma_buckets: f
 
 def square_factored_action_embeddings(dim: int, generator: torch.Generator | None = None,
                                       square_positions: torch.Tensor | None = None) -> torch.Tensor:
-    """A start for the token table ``(1968, dim)``: each action's row is the sum of a from-square, a to-square
-    and a promotion vector shared by every action with that square or piece, at the scale of the position
-    table once multiplied by sqrt(dim). What the network first learns about a square then applies to all moves
-    touching it; rows are trained freely afterwards, so the architecture and checkpoints stay the official ones.
-    With ``square_positions`` ``(64, dim)`` (the position-table rows of the board tokens, a1 = 0 ... h8 = 63),
-    each square's vectors also include its row: a move's token starts out resembling its squares' board tokens."""
+    """A start for the token table ``(1968, dim)``: each action's row is the sum of a from-square, a to-square and a
+    promotion vector shared by every action with that square or piece (at the position table's scale once multiplied
+    by sqrt(dim)), so what the network first learns about a square applies to all moves touching it. With
+    ``square_positions`` ``(64, dim)`` (the position rows of the board tokens, a1 = 0 ... h8 = 63) each square's
+    vectors also include its row: a move's token starts out resembling its squares' board tokens."""
     from_idx = torch.tensor([chess.parse_square(a[:2]) for a in ACTIONS])  # a1 = 0 ... h8 = 63
     to_idx = torch.tensor([chess.parse_square(a[2:4]) for a in ACTIONS])
     promo_idx = torch.tensor([" qrbn".index(a[4:] or " ") for a in ACTIONS])

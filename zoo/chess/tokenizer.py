@@ -13,10 +13,8 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = [
-    "VOCAB", "FEN_LENGTH", "NUM_ACTIONS", "ACTIONS", "ACTION_TO_INDEX", "tokenize", "square_token_index",
-    "action_index", "win_probability", "mate_win_probability", "bucket_values", "to_bucket"
-]
+__all__ = ["VOCAB", "FEN_LENGTH", "NUM_ACTIONS", "ACTIONS", "ACTION_TO_INDEX", "tokenize", "square_token_index",
+           "action_index", "win_probability", "mate_win_probability", "bucket_values", "to_bucket"]
 
 # ----------------------------------------------------------------------------- FEN tokens
 VOCAB = tuple("0123456789abcdefgh") + tuple("pnrkqPBNRQKw.")

@@ -19,8 +19,6 @@ from typing import TYPE_CHECKING, Callable, TextIO
 
 import chess
 
-from zoo.chess.tokenizer import LICHESS_SLOPE
-
 if TYPE_CHECKING:
     from zoo.chess.engine import ChessEngine, MoveAnalysis
 
@@ -36,6 +34,8 @@ _GO_NUMBERS = ("wtime", "btime", "winc", "binc", "movestogo", "depth", "nodes", 
 
 def win_prob_to_centipawns(p: float) -> int:
     """Inverse of the Lichess win-probability formula; certain wins/losses map to about ±7500 cp."""
+    from zoo.chess.tokenizer import LICHESS_SLOPE  # numpy: not before ``uciok``
+
     p = min(max(p, 1e-12), 1 - 1e-12)
     return int(round(math.log(p / (1 - p)) / LICHESS_SLOPE))
 
