@@ -76,8 +76,7 @@ class _BagFile:
         return len(self.ends)
 
     def __getitem__(self, i: int) -> bytes:
-        start = self.ends[i - 1] if i > 0 else 0
-        end = self.ends[i]
+        start, end = self.ends[i - 1] if i > 0 else 0, self.ends[i]
         if end == start:
             return b""
         if self._map is None:

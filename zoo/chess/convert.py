@@ -134,10 +134,6 @@ def _name(base: str, i: int) -> str:
     return base if i == 0 else f"{base}_{i}"
 
 
-# The searchless_chess models whose head counts are known (spec, model table); only for the error message.
-OFFICIAL_HEADS = "the official 9M, 136M and 270M checkpoints (AV, and 9M SV/BC) use 8, the example train.py model 4"
-
-
 def infer_config(params: dict[str, np.ndarray], *, policy: str | None = None, num_heads: int | None = None) -> ChessTransformerConfig:
     """Architecture from the tree's shapes plus what the shapes cannot tell.
 
@@ -163,7 +159,8 @@ def infer_config(params: dict[str, np.ndarray], *, policy: str | None = None, nu
     missing = []
     if num_heads is None:
         missing.append(f"--num-heads (num_heads=): the head count is not stored in the checkpoint and any divisor "
-                       f"of the width {dim} fits its weights; {OFFICIAL_HEADS}")
+                       f"of the width {dim} fits its weights; the official 9M, 136M and 270M checkpoints (AV, and 9M "
+                       "SV/BC) use 8, the example train.py model 4")
     if policy is None:
         missing.append(f"--policy (policy=) action_value or state_value: both train the same {out}-way value head, so "
                        "the weights do not tell them apart (the official 9M_state_value.zip is state_value, "

@@ -39,15 +39,10 @@ def mirror_record(policy: str, record: tuple) -> tuple:
 def record_to_sequence(policy: str, record: tuple, num_return_buckets: int = 128) -> tuple[np.ndarray, float]:
     """A decoded record -> (target sequence int64 (T,), win prob or NaN), in the official layout."""
     fen_tokens = tokenize(record[0]).astype(np.int64)
-    if policy == "action_value":
-        _, move, win_prob = record
-        tail = [action_index(move), to_bucket(win_prob, num_return_buckets)]
-    elif policy == "state_value":
-        win_prob = record[1]
-        tail = [to_bucket(win_prob, num_return_buckets)]
-    else:
-        win_prob = float("nan")
-        tail = [action_index(record[1])]
+    win_prob = float("nan") if policy == "behavioral_cloning" else record[-1]
+    tail = [] if policy == "state_value" else [action_index(record[1])]  # the move
+    if policy != "behavioral_cloning":
+        tail.append(to_bucket(win_prob, num_return_buckets))
     return np.concatenate([fen_tokens, np.asarray(tail, np.int64)]), float(win_prob)
 
 

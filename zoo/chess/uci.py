@@ -260,11 +260,9 @@ class UCIProtocol:
             self.send(f"info string error: {err}")
 
     def _go(self, args: list[str], start: float) -> None:
-        if self.board is None:
-            self.send("info string error: no position to play: the last position command failed")
-            self._answer("bestmove 0000", held=False)
-            return
         try:
+            if self.board is None:
+                raise ValueError("no position to play: the last position command failed")
             limits = GoLimits(args, self.board)
         except ValueError as err:
             self.send(f"info string error: {err}")
