@@ -12,6 +12,7 @@ an unsigned LEB128 varint; strings are UTF-8, floats 8-byte big-endian doubles.
 from __future__ import annotations
 
 import bisect
+import itertools
 import mmap
 import os
 import re
@@ -48,8 +49,6 @@ def _zstd():
 
 
 # ----------------------------------------------------------------------------- reading
-
-
 class _BagFile:
     def __init__(self, path: Path):
         self.path = path
@@ -77,8 +76,7 @@ class _BagFile:
         return len(self.ends)
 
     def __getitem__(self, i: int) -> bytes:
-        start = self.ends[i - 1] if i > 0 else 0
-        end = self.ends[i]
+        start, end = self.ends[i - 1] if i > 0 else 0, self.ends[i]
         if end == start:
             return b""
         if self._map is None:
@@ -106,12 +104,7 @@ class BagReader(Sequence[bytes]):
         if missing:
             raise FileNotFoundError(f"bag file(s) not found: {', '.join(missing[:3])}{' …' if len(missing) > 3 else ''}")
         self.files = [_BagFile(p) for p in paths]
-        self._starts = []
-        total = 0
-        for f in self.files:
-            self._starts.append(total)
-            total += len(f)
-        self._len = total
+        *self._starts, self._len = itertools.accumulate((len(f) for f in self.files), initial=0)
 
     def __len__(self) -> int:
         return self._len
@@ -127,9 +120,7 @@ class BagReader(Sequence[bytes]):
         return self.files[shard][i - self._starts[shard]]
 
     def __iter__(self) -> Iterator[bytes]:
-        for f in self.files:
-            for j in range(len(f)):
-                yield f[j]
+        return (f[j] for f in self.files for j in range(len(f)))
 
     def close(self) -> None:
         for f in self.files:
@@ -137,8 +128,6 @@ class BagReader(Sequence[bytes]):
 
 
 # ----------------------------------------------------------------------------- writing
-
-
 class BagWriter:
     """Write records to a bag atomically (the file appears only when the writer closes without error)."""
 
@@ -190,18 +179,12 @@ class BagWriter:
 
 
 # ----------------------------------------------------------------------------- records
-
-
 def _varint(n: int) -> bytes:
     out = bytearray()
-    while True:
-        byte = n & 0x7F
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
         n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
+    return bytes(out + bytes([n]))
 
 
 def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -225,32 +208,24 @@ def _check_kind(kind: str) -> None:
 def encode_record(kind: str, *values) -> bytes:
     """Encode (fen, move, win_prob) / (fen, win_prob) / (fen, move) as the official Beam tuple bytes."""
     _check_kind(kind)
-    arity = {"action_value": 3, "state_value": 2, "behavioral_cloning": 2}[kind]
+    arity = 3 if kind == "action_value" else 2
     if len(values) != arity:
         raise ValueError(f"a {kind} record has {arity} fields, got {len(values)}")
-    parts = [v.encode("utf-8") for v in values[: 2 if kind == "action_value" else 1]]
-    if kind == "behavioral_cloning":
-        parts.append(values[1].encode("utf-8"))
-    else:
-        parts.append(struct.pack(">d", float(values[-1])))
-    return b"".join(_varint(len(p)) + p for p in parts[:-1]) + parts[-1]
+    *strings, last = values
+    last = last.encode("utf-8") if kind == "behavioral_cloning" else struct.pack(">d", float(last))
+    return b"".join(_varint(len(p)) + p for p in (v.encode("utf-8") for v in strings)) + last
 
 
 def decode_record(kind: str, data: bytes) -> tuple:
     """Inverse of :func:`encode_record`."""
     _check_kind(kind)
-    fen_len, pos = _read_varint(data, 0)
-    fen = data[pos : pos + fen_len].decode("utf-8")
-    pos += fen_len
-    if kind == "state_value":
-        if len(data) - pos != 8:
-            raise ValueError(f"a state_value record ends in an 8-byte double, found {len(data) - pos} bytes")
-        return fen, struct.unpack(">d", data[pos:])[0]
+    strings, pos = [], 0
+    for _ in range(2 if kind == "action_value" else 1):
+        length, pos = _read_varint(data, pos)
+        strings.append(data[pos : pos + length].decode("utf-8"))
+        pos += length
     if kind == "behavioral_cloning":
-        return fen, data[pos:].decode("utf-8")
-    move_len, pos = _read_varint(data, pos)
-    move = data[pos : pos + move_len].decode("utf-8")
-    pos += move_len
+        return strings[0], data[pos:].decode("utf-8")
     if len(data) - pos != 8:
-        raise ValueError(f"an action_value record ends in an 8-byte double, found {len(data) - pos} bytes")
-    return fen, move, struct.unpack(">d", data[pos:])[0]
+        raise ValueError(f"{kind} records end in an 8-byte double, found {len(data) - pos} bytes")
+    return *strings, struct.unpack(">d", data[pos:])[0]

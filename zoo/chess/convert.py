@@ -27,23 +27,11 @@ from zoo.chess.model import ChessTransformerConfig, check_policy
 from zoo.chess.tokenizer import NUM_ACTIONS
 from zoo.convert import map_keys, single_file
 
-__all__ = [
-    "read_npz",
-    "read_orbax",
-    "find_params_dir",
-    "infer_config",
-    "haiku_to_state_dict",
-    "haiku_to_lazy_state_dict",
-    "open_params",
-    "convert",
-    "catalog_convert_args",
-    "from_upstream",
-]
+__all__ = ["read_npz", "read_orbax", "find_params_dir", "infer_config", "haiku_to_state_dict",
+           "haiku_to_lazy_state_dict", "open_params", "convert", "catalog_convert_args", "from_upstream"]
 
 
 # ----------------------------------------------------------------------------- readers
-
-
 def read_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
     with np.load(path, allow_pickle=False) as data:
         return {key: np.asarray(data[key]) for key in data.files}
@@ -64,14 +52,11 @@ def find_params_dir(root: str | os.PathLike, step: int | None = None, ema: bool 
     step_dirs = [p for p in root.rglob("*") if p.is_dir() and p.name.isdigit() and (p / leaf).is_dir()]
     if not step_dirs:
         raise FileNotFoundError(f"no Orbax checkpoint (<step>/{leaf}/) under {root}")
-    if step is None:
-        chosen = max(step_dirs, key=lambda p: int(p.name))
-    else:
-        matches = [p for p in step_dirs if int(p.name) == step]
-        if not matches:
-            raise FileNotFoundError(f"step {step} not under {root}; available: {sorted(int(p.name) for p in step_dirs)}")
-        chosen = matches[0]
-    return chosen / leaf
+    steps = {int(p.name): p for p in reversed(step_dirs)}  # the first folder of each step
+    step = max(steps) if step is None else step
+    if step not in steps:
+        raise FileNotFoundError(f"step {step} not under {root}; available: {sorted(steps)}")
+    return steps[step] / leaf
 
 
 class OrbaxArray:
@@ -145,14 +130,8 @@ def open_params(src: str | os.PathLike, step: int | None = None, ema: bool = Fal
 
 
 # ----------------------------------------------------------------------------- mapping
-
-
 def _name(base: str, i: int) -> str:
     return base if i == 0 else f"{base}_{i}"
-
-
-# The searchless_chess models whose head counts are known (spec, model table); only for the error message.
-OFFICIAL_HEADS = "the official 9M, 136M and 270M checkpoints (AV, and 9M SV/BC) use 8, the example train.py model 4"
 
 
 def infer_config(params: dict[str, np.ndarray], *, policy: str | None = None, num_heads: int | None = None) -> ChessTransformerConfig:
@@ -180,7 +159,8 @@ def infer_config(params: dict[str, np.ndarray], *, policy: str | None = None, nu
     missing = []
     if num_heads is None:
         missing.append(f"--num-heads (num_heads=): the head count is not stored in the checkpoint and any divisor "
-                       f"of the width {dim} fits its weights; {OFFICIAL_HEADS}")
+                       f"of the width {dim} fits its weights; the official 9M, 136M and 270M checkpoints (AV, and 9M "
+                       "SV/BC) use 8, the example train.py model 4")
     if policy is None:
         missing.append(f"--policy (policy=) action_value or state_value: both train the same {out}-way value head, so "
                        "the weights do not tell them apart (the official 9M_state_value.zip is state_value, "
@@ -225,42 +205,29 @@ def _to_torch(array, transpose: bool) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(array.T if transpose else array, dtype=np.float32))
 
 
-def _mapped(params: dict, num_layers: int) -> dict[str, tuple[object, bool]]:
-    """``ChessTransformer`` parameter name -> (the tree's array, transposed?); every array and parameter used."""
+def haiku_to_lazy_state_dict(params: dict, num_layers: int, prefix: str = "") -> dict[str, LazyTensor]:
+    """The Haiku tree on ``ChessTransformer`` parameter names (every array and parameter used) as
+    :class:`zoo.io.LazyTensor` s: each array is read (and transposed) only when written, so converting a checkpoint
+    holds one array in memory (``save_state_dict`` streams them)."""
     mapping = haiku_mapping(num_layers)
     arrays = map_keys(params, [(key, name) for name, (key, _) in mapping.items()], expected=mapping,
                       what=f"the tree (read as a {num_layers}-layer model)")
-    return {name: (arrays[name], transpose) for name, (_, transpose) in mapping.items()}
-
-
-def haiku_to_state_dict(params: dict[str, np.ndarray], num_layers: int) -> dict[str, torch.Tensor]:
-    """Map the Haiku tree onto ``ChessTransformer`` parameter names (linear weights transposed)."""
-    return {name: _to_torch(array, transpose) for name, (array, transpose) in _mapped(params, num_layers).items()}
-
-
-def haiku_to_lazy_state_dict(params: dict, num_layers: int, prefix: str = "") -> dict[str, LazyTensor]:
-    """:func:`haiku_to_state_dict` as :class:`zoo.io.LazyTensor` s: each array is read (and transposed) only when
-    written, so converting a checkpoint holds one array in memory (``save_state_dict`` streams them)."""
     out = {}
-    for name, (array, transpose) in _mapped(params, num_layers).items():
-        shape = tuple(array.shape)
+    for name, (_, transpose) in mapping.items():
+        array, shape = arrays[name], tuple(arrays[name].shape)
         out[prefix + name] = LazyTensor(torch.float32, shape[::-1] if transpose else shape,
                                         lambda array=array, transpose=transpose: _to_torch(array, transpose))
     return out
 
 
+def haiku_to_state_dict(params: dict[str, np.ndarray], num_layers: int) -> dict[str, torch.Tensor]:
+    """Map the Haiku tree onto ``ChessTransformer`` parameter names (linear weights transposed)."""
+    return {name: lazy.load() for name, lazy in haiku_to_lazy_state_dict(params, num_layers).items()}
+
+
 # ----------------------------------------------------------------------------- entry points
-
-
-def convert(
-    src: str | os.PathLike,
-    out_dir: str | os.PathLike,
-    *,
-    policy: str | None = None,
-    num_heads: int | None = None,
-    step: int | None = None,
-    ema: bool = False,
-):
+def convert(src: str | os.PathLike, out_dir: str | os.PathLike, *, policy: str | None = None,
+            num_heads: int | None = None, step: int | None = None, ema: bool = False):
     """Convert an official checkpoint (npz / Orbax folder / zip) into a zoo repo folder; returns the module.
 
     ``num_heads`` is always needed and ``policy`` unless the head is the 1968-way BC head (see :func:`infer_config`).

@@ -39,15 +39,10 @@ def mirror_record(policy: str, record: tuple) -> tuple:
 def record_to_sequence(policy: str, record: tuple, num_return_buckets: int = 128) -> tuple[np.ndarray, float]:
     """A decoded record -> (target sequence int64 (T,), win prob or NaN), in the official layout."""
     fen_tokens = tokenize(record[0]).astype(np.int64)
-    if policy == "action_value":
-        _, move, win_prob = record
-        tail = [action_index(move), to_bucket(win_prob, num_return_buckets)]
-    elif policy == "state_value":
-        win_prob = record[1]
-        tail = [to_bucket(win_prob, num_return_buckets)]
-    else:
-        win_prob = float("nan")
-        tail = [action_index(record[1])]
+    win_prob = float("nan") if policy == "behavioral_cloning" else record[-1]
+    tail = [] if policy == "state_value" else [action_index(record[1])]  # the move
+    if policy != "behavioral_cloning":
+        tail.append(to_bucket(win_prob, num_return_buckets))
     return np.concatenate([fen_tokens, np.asarray(tail, np.int64)]), float(win_prob)
 
 
@@ -91,30 +86,18 @@ def find_bag(root: str | Path, split: str, policy: str) -> str:
 
 
 class ChessDataModule(MidEpochResume, L.LightningDataModule):
-    """Train/validation loaders over ChessBench-format bags.
+    """Train/validation loaders over ``data_dir`` (a ChessBench/make-data root with ``train/`` and ``test/``) or
+    explicit ``train_path`` / ``val_path`` (a ``.bag`` file or ``X@N.bag`` shards).
 
-    Either ``data_dir`` (a ChessBench/make-data root with ``train/`` and ``test/``) or explicit
-    ``train_path`` / ``val_path`` (a ``.bag`` file or ``X@N.bag`` shards) must be given.
-    ``mirror_augment`` mirrors each training sample with probability 1/2 (``mirror_record``; not in the
-    official trainer): twice the positions for a small dataset. Validation samples are never mirrored.
-    Training records come in a new order each epoch, drawn from ``seed``; a run resumed from a mid-epoch checkpoint
-    goes on with the batches it had left.
+    ``mirror_augment`` mirrors each training sample with probability 1/2 (``mirror_record``; not in the official
+    trainer): twice the positions for a small dataset. Training records come in a new order each epoch, drawn from
+    ``seed``; a run resumed from a mid-epoch checkpoint goes on with the batches it had left.
     """
 
-    def __init__(
-        self,
-        data_dir: str | None = None,
-        policy: str = "action_value",
-        train_path: str | None = None,
-        val_path: str | None = None,
-        batch_size: int = 256,
-        num_workers: int = 0,
-        num_return_buckets: int = 128,
-        max_train_records: int | None = None,
-        max_val_records: int | None = None,
-        mirror_augment: bool = False,
-        seed: int = 0,
-    ):
+    def __init__(self, data_dir: str | None = None, policy: str = "action_value", train_path: str | None = None,
+                 val_path: str | None = None, batch_size: int = 256, num_workers: int = 0, num_return_buckets: int = 128,
+                 max_train_records: int | None = None, max_val_records: int | None = None, mirror_augment: bool = False,
+                 seed: int = 0):
         super().__init__()
         if data_dir is None and train_path is None:
             raise ValueError("ChessDataModule needs data_dir (with train/ and test/) or train_path")

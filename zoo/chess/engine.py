@@ -5,9 +5,8 @@
     analysis = engine.analyse(board)            # every legal move with its win probability
     svg = board_svg(board, analysis)            # the position with the model's move values
 
-All legal moves of a position (and of many positions, ``analyse_many``) go through the network in one
-batched pass that computes only the last position's outputs (``LastPositionPredictor``); results do not
-depend on the batch size. ``precision="bf16"`` (opt-in) trades exactness for about 1.9x CPU speed.
+All legal moves of a position (and of many positions, ``analyse_many``) go through the network in one batched pass
+(``LastPositionPredictor``); results do not depend on the batch size.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ import numpy as np
 import torch
 
 from zoo.chess.model import LastPositionPredictor
-from zoo.chess.tokenizer import ACTION_TO_INDEX, FEN_LENGTH, bucket_values, tokenize
+from zoo.chess.tokenizer import ACTION_TO_INDEX, bucket_values, tokenize
 
 __all__ = ["ChessEngine", "MoveAnalysis", "legal_moves", "board_svg", "parse_move"]
 
@@ -82,9 +81,8 @@ class ChessEngine:
     """The official engines of searchless_chess for one model (its ``policy`` decides AV, SV or BC).
 
     ``temperature=None`` plays greedily; a positive temperature samples from softmax(scores / T) as the
-    official engines do. ``batch_size`` bounds the rows per network call. ``precision`` is the network's compute
-    precision: ``"fp32"`` (default; the official numbers) or ``"bf16"`` (faster on CPUs with AVX512-BF16/AMX; win
-    probabilities differ by up to ~1e-2 and a close choice can change, see ``LastPositionPredictor``).
+    official engines do. ``batch_size`` bounds the rows per network call. ``precision``: ``"fp32"`` (the official
+    numbers) or ``"bf16"`` (faster; a close choice can change, see ``LastPositionPredictor``).
     """
 
     def __init__(self, module, *, temperature: float | None = None, batch_size: int = 2048, seed: int | None = None,
@@ -117,10 +115,8 @@ class ChessEngine:
         """The target sequences this policy needs for ``board`` (dummy 0 as the last token)."""
         fen_tokens = tokenize(board.fen()).astype(np.int32)
         if self.policy == "action_value":
-            rows = np.zeros((len(moves), FEN_LENGTH + 2), np.int32)
-            rows[:, :FEN_LENGTH] = fen_tokens
-            rows[:, FEN_LENGTH] = [ACTION_TO_INDEX[m.uci()] for m in moves]
-            return rows
+            actions = np.array([[ACTION_TO_INDEX[m.uci()], 0] for m in moves], np.int32).reshape(-1, 2)
+            return np.concatenate([np.tile(fen_tokens, (len(moves), 1)), actions], axis=1)
         if self.policy == "behavioral_cloning":
             return np.concatenate([fen_tokens, [0]])[None]
         rows = [np.concatenate([fen_tokens, [0]])]  # state value: current position, then every child
@@ -180,8 +176,6 @@ class ChessEngine:
 
 
 # ----------------------------------------------------------------------------- SVG
-
-
 def _value_colour(p: float) -> str:
     """Red (losing) -> yellow -> green (winning), with some transparency for the arrows."""
     p = min(max(p, 0.0), 1.0)
@@ -201,8 +195,7 @@ def board_svg(board: chess.Board, analysis: MoveAnalysis, *, top: int = 5, size:
     arrows = [chess.svg.Arrow(m.from_square, m.to_square, color=_value_colour(float(np.exp(s)) if bc else s)) for m, s in ranked[:top]]
     inner = chess.svg.board(board, arrows=arrows, size=size, lastmove=board.peek() if board.move_stack else None)
     inner = inner.split("?>", 1)[-1]  # drop any XML declaration so it can be nested
-    row = 16
-    panel_width = 190
+    row, panel_width = 16, 190
     height = max(size, row * (len(ranked) + 3))
     label = "P(move)" if bc else "win %"
     lines = [f'<text x="{size + 12}" y="{row}" font-family="monospace" font-size="13" font-weight="bold">move   {label}</text>']

@@ -24,29 +24,16 @@ import numpy as np
 
 from zoo.chess.bag import BagReader, decode_record
 from zoo.chess.engine import ChessEngine, legal_moves
-from zoo.chess.make_data import play_book
+from zoo.chess.make_data import DEFAULT_STOCKFISH, play_book
 from zoo.chess.tokenizer import ACTION_TO_INDEX, to_bucket
 
-__all__ = [
-    "read_action_value_test_set",
-    "static_metrics",
-    "evaluate_puzzle",
-    "read_puzzles",
-    "puzzle_accuracy",
-    "elo_difference",
-    "play_match",
-    "MatchResult",
-    "RandomMover",
-    "MaterialGreedy",
-    "StockfishPlayer",
-]
+__all__ = ["read_action_value_test_set", "static_metrics", "evaluate_puzzle", "read_puzzles", "puzzle_accuracy",
+           "elo_difference", "play_match", "MatchResult", "RandomMover", "MaterialGreedy", "StockfishPlayer"]
 
 _LN2 = math.log(2)
 
 
 # ----------------------------------------------------------------------------- static metrics
-
-
 def read_action_value_test_set(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], list[str]]:
     """Group an AV bag by FEN -> float32 array of (action id, win prob) sorted by action id.
 
@@ -116,14 +103,10 @@ def static_metrics(engine: ChessEngine, test_bag: str | os.PathLike, *, max_fens
     keys = [k for k in per_fen[0] if k != "fen"] if per_fen else []
     # nanmean: the value-based tau is undefined (NaN) where Stockfish gives every move the same value
     averages = {f"eval_{k}": float(np.nanmean([r[k] for r in per_fen])) for k in keys}
-    averages["num_fens"] = len(per_fen)
-    averages["num_dropped_fens"] = len(dropped)
-    return averages, per_fen
+    return {**averages, "num_fens": len(per_fen), "num_dropped_fens": len(dropped)}, per_fen
 
 
 # ----------------------------------------------------------------------------- puzzles
-
-
 def evaluate_puzzle(engine: ChessEngine, board: chess.Board, moves: list[str], *, engine_first: bool = False) -> tuple[bool, list[str]]:
     """Official puzzle rule on ``board`` (its history kept): the listed opponent moves are played, the
     engine must find every listed move of its side; a different move still solves it if it checkmates.
@@ -188,11 +171,10 @@ def _read_problem_pgn(path: Path) -> list[Puzzle]:
 def read_puzzles(path: str | os.PathLike) -> list[Puzzle]:
     """Puzzles from a Lichess-format CSV (PGN, Moves, Rating) or a problem PGN (FEN header + solution)."""
     path = Path(path)
-    if path.suffix.lower() == ".csv":
-        return _read_lichess_csv(path)
-    if path.suffix.lower() == ".pgn":
-        return _read_problem_pgn(path)
-    raise ValueError(f"{path}: expected a Lichess puzzle .csv or a problem .pgn")
+    reader = {".csv": _read_lichess_csv, ".pgn": _read_problem_pgn}.get(path.suffix.lower())
+    if reader is None:
+        raise ValueError(f"{path}: expected a Lichess puzzle .csv or a problem .pgn")
+    return reader(path)
 
 
 def puzzle_accuracy(engine: ChessEngine, path: str | os.PathLike, *, limit: int | None = None, progress: bool = False) -> dict:
@@ -209,8 +191,6 @@ def puzzle_accuracy(engine: ChessEngine, path: str | os.PathLike, *, limit: int 
 
 
 # ----------------------------------------------------------------------------- matches
-
-
 def elo_difference(wins: int, draws: int, losses: int, z: float = 1.96) -> tuple[float, float]:
     """Elo difference from a score and its ``z``-sigma error (delta method on the per-game score variance).
 
@@ -248,7 +228,6 @@ class MatchResult:
 
 
 # ----------------------------------------------------------------------------- opponents
-
 # the official tournament's adjudication: a win once Stockfish (0.01 s per position) rates a side above 1300 cp
 ADJUDICATION_TIME = 0.01
 ADJUDICATION_CP = 1300
@@ -290,10 +269,10 @@ class MaterialGreedy:
         return self.rng.choice([m for s, m in scored if s == best])
 
 
-class StockfishPlayer:
+class StockfishPlayer(contextlib.AbstractContextManager):
     """Stockfish at a Skill Level and node/depth limit (call ``close`` when done, or use as a context)."""
 
-    def __init__(self, path: str = "/usr/games/stockfish", *, skill_level: int | None = 0, nodes: int | None = 1000, depth: int | None = None):
+    def __init__(self, path: str = DEFAULT_STOCKFISH, *, skill_level: int | None = 0, nodes: int | None = 1000, depth: int | None = None):
         self.engine = chess.engine.SimpleEngine.popen_uci(path)
         self.engine.configure({"Threads": 1, **({"Skill Level": skill_level} if skill_level is not None else {})})
         self.limit = chess.engine.Limit(nodes=nodes, depth=depth)
@@ -304,9 +283,6 @@ class StockfishPlayer:
 
     def close(self) -> None:
         self.engine.quit()
-
-    def __enter__(self):
-        return self
 
     def __exit__(self, *exc) -> None:
         self.close()
@@ -334,24 +310,11 @@ def _play_out(board: chess.Board, white, black, judge: chess.engine.SimpleEngine
     return None
 
 
-def play_match(
-    engine: ChessEngine,
-    opponent=None,
-    *,
-    games: int = 10,
-    stockfish: str = "/usr/games/stockfish",
-    skill_level: int | None = 0,
-    nodes: int | None = 1000,
-    depth: int | None = None,
-    book: str | None = None,
-    opening_plies: int = 6,
-    max_plies: int = 400,
-    adjudication_time: float | None = ADJUDICATION_TIME,
-    seed: int = 0,
-    pgn_path: str | os.PathLike | None = None,
-    name: str = "zoo-chess",
-    progress: bool = False,
-) -> MatchResult:
+def play_match(engine: ChessEngine, opponent=None, *, games: int = 10, stockfish: str = DEFAULT_STOCKFISH,
+               skill_level: int | None = 0, nodes: int | None = 1000, depth: int | None = None, book: str | None = None,
+               opening_plies: int = 6, max_plies: int = 400, adjudication_time: float | None = ADJUDICATION_TIME,
+               seed: int = 0, pgn_path: str | os.PathLike | None = None, name: str = "zoo-chess",
+               progress: bool = False) -> MatchResult:
     """Play ``games`` games vs ``opponent`` (anything with ``play(board) -> Move`` and a ``name``; default:
     Stockfish at ``skill_level`` / ``nodes`` / ``depth``) in colour-swapped pairs from opening-book starts.
 

@@ -89,8 +89,6 @@ class DataConfig:
 
 
 # ----------------------------------------------------------------------------- one game (worker)
-
-
 def _annotate(engine: chess.engine.SimpleEngine, board: chess.Board, depth: int) -> dict:
     limit = chess.engine.Limit(depth=depth)
     action_values = {}
@@ -98,12 +96,8 @@ def _annotate(engine: chess.engine.SimpleEngine, board: chess.Board, depth: int)
         info = engine.analyse(board, limit, root_moves=[move])
         action_values[move.uci()] = score_to_win_prob(info["score"], board.turn)
     info = engine.analyse(board, limit)
-    return {
-        "fen": board.fen(),
-        "action_values": action_values,
-        "state_value": score_to_win_prob(info["score"], board.turn),
-        "best_move": info["pv"][0].uci(),
-    }
+    return {"fen": board.fen(), "action_values": action_values,
+            "state_value": score_to_win_prob(info["score"], board.turn), "best_move": info["pv"][0].uci()}
 
 
 def _play_game(cfg: DataConfig, game: int) -> dict:
@@ -132,8 +126,6 @@ def _worker(args: tuple[DataConfig, int, str]) -> tuple[int, int]:
 
 
 # ----------------------------------------------------------------------------- driver
-
-
 def _position_key(fen: str) -> str:
     return " ".join(fen.split(" ")[:4])  # the position without its move counters
 

@@ -59,16 +59,11 @@ class ChessTransformerConfig:
 
 
 # ----------------------------------------------------------------------------- blocks
-
-
 class SelfAttention(nn.Module):
     def __init__(self, dim: int, num_heads: int):
         super().__init__()
         self.num_heads = num_heads
-        self.q = nn.Linear(dim, dim, bias=False)
-        self.k = nn.Linear(dim, dim, bias=False)
-        self.v = nn.Linear(dim, dim, bias=False)
-        self.o = nn.Linear(dim, dim, bias=False)
+        self.q, self.k, self.v, self.o = (nn.Linear(dim, dim, bias=False) for _ in range(4))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, C = x.shape
@@ -103,8 +98,6 @@ class Block(nn.Module):
 
 
 # ----------------------------------------------------------------------------- model
-
-
 class ChessTransformer(nn.Module):
     def __init__(self, cfg: ChessTransformerConfig):
         super().__init__()
@@ -150,7 +143,6 @@ class ChessTransformer(nn.Module):
 
 
 # ----------------------------------------------------------------------------- inference
-
 PRECISIONS = ("fp32", "bf16")
 CPU_CHUNK_ROWS = 64  # rows per pass on CPU: enough for efficient matmuls, few enough for activations to stay in cache
 
@@ -183,18 +175,15 @@ class _PackedBlock:
 class LastPositionPredictor:
     """``model(targets)[:, -1]`` for inference (all the engines read), with less work:
 
-    * Q, K and V come from one matmul, and every matmul runs on ``(B*T, D)`` rows.
-    * Only the last position is read, so the last block needs the keys and values of every position but its
-      query, output projection, MLP, final LayerNorm and head at the last position alone (skips ~11% of the 9M
-      model's FLOPs). Nothing earlier can be skipped: attention is bidirectional (no causal mask), so the move
-      token changes every position from the first block on, and the legal moves of a position share no prefix.
-    * On CPU, rows go through in chunks of ``CPU_CHUNK_ROWS``, matmuls through oneDNN.
+    * Q, K and V come from one matmul; every matmul runs on ``(B*T, D)`` rows, on CPU in chunks of ``CPU_CHUNK_ROWS``.
+    * The last block computes keys and values at every position but the rest at the last position alone (~11% of the
+      9M model's FLOPs). Nothing earlier can be skipped: attention is bidirectional, so the move token changes every
+      position from the first block on.
 
-    ``precision="fp32"`` computes the model's function in float32 (sums in another order: ~1e-6 apart).
-    ``precision="bf16"`` runs matmuls and attention products in bfloat16 (float32 accumulation; residual stream,
-    LayerNorms, softmax and head in float32): about 1.9x faster on CPUs with AVX512-BF16 or AMX, but its outputs
-    differ (win probabilities by up to ~1e-2), so it is opt-in. Weights of any stored dtype are cast to the
-    compute dtype. They are packed once and repacked when a parameter changes (training, loading, moving).
+    ``precision="fp32"`` computes the model's function in float32 (sums in another order: ~1e-6 apart). ``"bf16"``
+    runs matmuls and attention products in bfloat16 (float32 accumulation, residual stream, LayerNorms, softmax and
+    head): about 1.9x faster on CPUs with AVX512-BF16 or AMX, but win probabilities move by up to ~1e-2, so it is
+    opt-in. Weights are packed once in the compute dtype and repacked when a parameter changes.
     """
 
     def __init__(self, model: ChessTransformer, precision: str = "fp32"):

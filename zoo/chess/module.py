@@ -30,12 +30,11 @@ def hl_gauss_targets(win_probs: torch.Tensor, num_buckets: int, sigma_buckets: f
 
 def square_factored_action_embeddings(dim: int, generator: torch.Generator | None = None,
                                       square_positions: torch.Tensor | None = None) -> torch.Tensor:
-    """A start for the token table ``(1968, dim)``: each action's row is the sum of a from-square, a to-square
-    and a promotion vector shared by every action with that square or piece, at the scale of the position
-    table once multiplied by sqrt(dim). What the network first learns about a square then applies to all moves
-    touching it; rows are trained freely afterwards, so the architecture and checkpoints stay the official ones.
-    With ``square_positions`` ``(64, dim)`` (the position-table rows of the board tokens, a1 = 0 ... h8 = 63),
-    each square's vectors also include its row: a move's token starts out resembling its squares' board tokens."""
+    """A start for the token table ``(1968, dim)``: each action's row is the sum of a from-square, a to-square and a
+    promotion vector shared by every action with that square or piece (at the position table's scale once multiplied
+    by sqrt(dim)), so what the network first learns about a square applies to all moves touching it. With
+    ``square_positions`` ``(64, dim)`` (the position rows of the board tokens, a1 = 0 ... h8 = 63) each square's
+    vectors also include its row: a move's token starts out resembling its squares' board tokens."""
     from_idx = torch.tensor([chess.parse_square(a[:2]) for a in ACTIONS])  # a1 = 0 ... h8 = 63
     to_idx = torch.tensor([chess.parse_square(a[2:4]) for a in ACTIONS])
     promo_idx = torch.tensor([" qrbn".index(a[4:] or " ") for a in ACTIONS])
@@ -73,16 +72,14 @@ def _square_code(square: int) -> torch.Tensor:
 def init_move_square_lookup(model: ChessTransformer, sharpness: float = 8.0) -> None:
     """Start an action-value network with the move token reading the pieces on its from- and to-square.
 
-    Trained from the usual start on little data, the move token never learns to look at its to-square (its
-    attention there stays below uniform), so the model cannot tell what a move captures and values a queen
-    capture like a pawn capture. Here the last 42 residual channels start out as a look-up table:
+    Trained from the usual start on little data, the move token never learns to look at its to-square, so the model
+    values a queen capture like a pawn capture. Here the last 42 residual channels start out as a look-up table:
       * the position rows of the 64 board tokens carry their square's code (``_square_code``, 6 channels);
-      * each move row carries its from- and to-square codes (6 + 6); rows shared with the FEN characters carry
-        none, so board tokens hold no move code (the 31 moves from a1 and b1 start without the look-up);
+      * each move row carries its from- and to-square codes (6 + 6), except rows shared with the FEN characters
+        (the 31 moves from a1 and b1 start without the look-up);
       * the 13 board characters carry a +-1 piece code (8 channels) that nothing else writes to;
-      * in the first layer, head 0 (1) queries with the from- (to-) code against the board codes, so each
-        starts with about 70% of its attention on its square, and copies the piece code it finds into 8
-        channels of its own (the moving piece, the captured piece).
+      * in the first layer, head 0 (1) queries with the from- (to-) code against the board codes (about 70% of its
+        attention on its square) and copies the piece code it finds into 8 channels of its own.
     Only the start changes: every weight trains freely and checkpoints keep the official architecture.
     """
     D, H = model.cfg.embedding_dim, model.cfg.num_heads
@@ -115,54 +112,29 @@ def init_move_square_lookup(model: ChessTransformer, sharpness: float = 8.0) -> 
 
 
 class ChessTransformerModule(ZooModule):
-    """Action-value, state-value or behavioural-cloning predictor from "Amortized Planning with Large-Scale
-    Transformers: A Case Study on Chess". Batches are dicts with ``sequences`` ``(B, T)`` int64 (targets
-    in the official layout) and ``win_probs`` ``(B,)`` (used for HL-Gauss targets; NaN for BC).
+    """Action-value, state-value or behavioural-cloning predictor. Batches are dicts with ``sequences`` ``(B, T)``
+    int64 (targets in the official layout) and ``win_probs`` ``(B,)`` (for HL-Gauss targets; NaN for BC).
 
-    Loss: the natural-log NLL of the last token (as the official trainer), or the cross-entropy against
-    HL-Gauss smoothed bucket targets when ``hl_gauss_sigma`` is set (AV/SV only).
+    Loss: the natural-log NLL of the last token (as the official trainer), or the cross-entropy against HL-Gauss
+    smoothed bucket targets when ``hl_gauss_sigma`` is set (AV/SV only).
 
-    ``action_embedding_init="squares"`` starts the token table from ``square_factored_action_embeddings``
-    instead of the official truncated normal (std 0.02): small-data runs learn move values much sooner.
-    ``"board"`` adds the position rows of the move's board squares to those vectors (validation loss 3.83 vs
-    4.21 after 1,000 small-data steps).
-
-    ``move_square_lookup=True`` (action values only) starts the first layer reading the pieces on the move's from-
-    and to-square (``init_move_square_lookup``). With it, small_cpu.yaml's model values captures by what they win (a
-    queen capture +0.25, Stockfish +0.33; without it -0.02) and scores 0.93 against the material-greedy player
-    (0.05 without it).
+    Small-data starts (not in the official trainer): ``action_embedding_init="squares"`` (or ``"board"``: validation
+    loss 3.83 vs 4.21 after 1,000 small-data steps) starts the token table from ``square_factored_action_embeddings``;
+    ``move_square_lookup=True`` from ``init_move_square_lookup``, with which small_cpu.yaml's model values a queen
+    capture +0.25 (Stockfish +0.33; without it -0.02) and scores 0.93 against the material-greedy player (0.05).
     """
 
     model_type = "chess-transformer"
     method = "chess"
 
-    def __init__(
-        self,
-        policy: str = "action_value",
-        num_layers: int = 8,
-        embedding_dim: int = 256,
-        num_heads: int = 8,
-        widening_factor: int = 4,
-        num_return_buckets: int = 128,
-        max_sequence_length: int = 79,
-        learning_rate: float = 1e-4,
-        hl_gauss_sigma: float | None = None,
-        lr_schedule: str = "constant",
-        warmup_steps: int = 0,
-        action_embedding_init: str = "official",
-        move_square_lookup: bool = False,
-    ):
+    def __init__(self, policy: str = "action_value", num_layers: int = 8, embedding_dim: int = 256, num_heads: int = 8,
+                 widening_factor: int = 4, num_return_buckets: int = 128, max_sequence_length: int = 79,
+                 learning_rate: float = 1e-4, hl_gauss_sigma: float | None = None, lr_schedule: str = "constant",
+                 warmup_steps: int = 0, action_embedding_init: str = "official", move_square_lookup: bool = False):
         super().__init__()
         self.save_hyperparameters()
-        self.cfg = ChessTransformerConfig(
-            policy=policy,
-            num_layers=num_layers,
-            embedding_dim=embedding_dim,
-            num_heads=num_heads,
-            widening_factor=widening_factor,
-            num_return_buckets=num_return_buckets,
-            max_sequence_length=max_sequence_length,
-        )
+        self.cfg = ChessTransformerConfig(policy, num_layers, embedding_dim, num_heads, widening_factor,
+                                          num_return_buckets, max_sequence_length=max_sequence_length)
         if hl_gauss_sigma is not None and (policy == "behavioral_cloning" or hl_gauss_sigma <= 0):
             raise ValueError("hl_gauss_sigma must be positive and applies only to action_value / state_value")
         if lr_schedule not in ("constant", "cosine"):

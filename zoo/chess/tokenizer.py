@@ -13,23 +13,10 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = [
-    "VOCAB",
-    "FEN_LENGTH",
-    "NUM_ACTIONS",
-    "ACTIONS",
-    "ACTION_TO_INDEX",
-    "tokenize",
-    "square_token_index",
-    "action_index",
-    "win_probability",
-    "mate_win_probability",
-    "bucket_values",
-    "to_bucket",
-]
+__all__ = ["VOCAB", "FEN_LENGTH", "NUM_ACTIONS", "ACTIONS", "ACTION_TO_INDEX", "tokenize", "square_token_index",
+           "action_index", "win_probability", "mate_win_probability", "bucket_values", "to_bucket"]
 
 # ----------------------------------------------------------------------------- FEN tokens
-
 VOCAB = tuple("0123456789abcdefgh") + tuple("pnrkqPBNRQKw.")
 _INDEX = {c: i for i, c in enumerate(VOCAB)}
 _EMPTY = _INDEX["."]
@@ -43,12 +30,16 @@ def _fen_error(fen: str, problem: str) -> ValueError:
     return ValueError(f"invalid FEN {fen!r}: {problem} (expected e.g. 'rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1')")
 
 
+def _padded(text: str, width: int) -> list[int]:
+    return [_INDEX[c] for c in text] + [_EMPTY] * (width - len(text))
+
+
 def _counter(fen: str, text: str, what: str) -> list[int]:
     if not text.isdigit() or not text.isascii():
         raise _fen_error(fen, f"the {what} {text!r} is not a non-negative integer")
     if len(text) > 3:
         raise _fen_error(fen, f"the {what} {text!r} has more than 3 digits, which the 77-token encoding cannot hold")
-    return [_INDEX[c] for c in text] + [_EMPTY] * (3 - len(text))
+    return _padded(text, 3)
 
 
 def tokenize(fen: str) -> np.ndarray:
@@ -71,34 +62,20 @@ def tokenize(fen: str) -> np.ndarray:
     if len(ranks) != 8:
         raise _fen_error(fen, f"the placement has {len(ranks)} ranks, not 8")
     for rank in ranks:
-        width = 0
+        row = []
         for c in rank:
-            if c in "12345678":
-                tokens.extend([_EMPTY] * int(c))
-                width += int(c)
-            elif c in _PIECES:
-                tokens.append(_INDEX[c])
-                width += 1
-            else:
+            if c not in _PIECES and c not in "12345678":
                 raise _fen_error(fen, f"the placement contains {c!r}, which is neither a piece letter nor 1-8")
-        if width != 8:
-            raise _fen_error(fen, f"the rank {rank!r} covers {width} squares, not 8")
-
-    if castling == "-":
-        tokens.extend([_EMPTY] * 4)
-    else:
-        if not castling or any(c not in "KQkq" for c in castling) or len(set(castling)) != len(castling):
-            raise _fen_error(fen, f"the castling field {castling!r} is not '-' or distinct letters from 'KQkq'")
-        tokens.extend(_INDEX[c] for c in castling)
-        tokens.extend([_EMPTY] * (4 - len(castling)))
-
-    if en_passant == "-":
-        tokens.extend([_EMPTY] * 2)
-    elif _EN_PASSANT.match(en_passant):
-        tokens.extend(_INDEX[c] for c in en_passant)
-    else:
+            row += [_EMPTY] * int(c) if c.isdigit() else [_INDEX[c]]
+        if len(row) != 8:
+            raise _fen_error(fen, f"the rank {rank!r} covers {len(row)} squares, not 8")
+        tokens += row
+    if castling != "-" and (not castling or any(c not in "KQkq" for c in castling)
+                            or len(set(castling)) != len(castling)):
+        raise _fen_error(fen, f"the castling field {castling!r} is not '-' or distinct letters from 'KQkq'")
+    if en_passant != "-" and not _EN_PASSANT.match(en_passant):
         raise _fen_error(fen, f"the en-passant field {en_passant!r} is not '-' or a square on rank 3 or 6")
-
+    tokens += _padded(castling.replace("-", ""), 4) + _padded(en_passant.replace("-", ""), 2)
     tokens += _counter(fen, halfmove, "halfmove clock")
     tokens += _counter(fen, fullmove, "fullmove number")
     return np.asarray(tokens, dtype=np.uint8)  # (77,)
@@ -111,7 +88,6 @@ def square_token_index(square):
 
 
 # ----------------------------------------------------------------------------- action table
-
 _FILES = "abcdefgh"
 
 
@@ -124,21 +100,13 @@ def _build_actions() -> tuple[str, ...]:
     followed by the 176 promotions (rank 2->1 then 7->8; per file: push, left capture, right capture; q r b n)."""
     actions = []
     for source in range(64):
-        file, rank = source % 8, source // 8
-        queen, knight = [], []
-        for target in range(64):
-            if target == source:
-                continue
-            df, dr = target % 8 - file, target // 8 - rank
-            if df == 0 or dr == 0 or abs(df) == abs(dr):
-                queen.append(target)
-            elif {abs(df), abs(dr)} == {1, 2}:
-                knight.append(target)
+        steps = {t: (abs(t % 8 - source % 8), abs(t // 8 - source // 8)) for t in range(64) if t != source}
+        queen = [t for t, (df, dr) in steps.items() if df == 0 or dr == 0 or df == dr]
+        knight = [t for t, (df, dr) in steps.items() if {df, dr} == {1, 2}]
         actions += [_square_name(source) + _square_name(t) for t in queen + knight]
     for from_rank, to_rank in (("2", "1"), ("7", "8")):
         for i, file in enumerate(_FILES):
-            targets = [file] + ([_FILES[i - 1]] if i > 0 else []) + ([_FILES[i + 1]] if i < 7 else [])
-            for target in targets:
+            for target in [file] + ([_FILES[i - 1]] if i > 0 else []) + ([_FILES[i + 1]] if i < 7 else []):
                 actions += [file + from_rank + target + to_rank + piece for piece in "qrbn"]
     return tuple(actions)
 
@@ -160,13 +128,12 @@ def action_index(uci: str) -> int:
 
 
 # ----------------------------------------------------------------------------- values and buckets
-
-_LICHESS_SLOPE = 0.00368208
+LICHESS_SLOPE = 0.00368208
 
 
 def win_probability(centipawns: float) -> float:
     """Lichess win probability of the side to move (float64, no ±1000 cp clamp, as the official code)."""
-    return 0.5 + 0.5 * (2 / (1 + math.exp(-_LICHESS_SLOPE * centipawns)) - 1)
+    return 0.5 + 0.5 * (2 / (1 + math.exp(-LICHESS_SLOPE * centipawns)) - 1)
 
 
 def mate_win_probability(mate: int) -> float:

@@ -1,16 +1,11 @@
 """A UCI front end for a ChessBench model, and a small terminal game.
 
-``zoo chess uci NAME`` speaks the Universal Chess Interface on stdin/stdout, so any chess GUI or
-``chess.engine.SimpleEngine.popen_uci(["zoo", "chess", "uci", NAME])`` can play the model. It answers ``uci`` at
-once and loads the model in a background thread (``isready`` waits for it). The model searches nothing: a ``go``
-values the legal moves with one batched forward. When the time limit (``movetime``, or a share of the clock) is too
-short for all of them, it values them in chunks, most forcing first (checks, captures, promotions), and plays the
-best one valued before the deadline; ``infinite`` and ``ponder`` hold the move until ``stop`` / ``ponderhit``.
-
-Options: ``Threads`` (torch CPU threads), ``Move Overhead`` (ms kept back from each time limit for the GUI and the
-pipe), ``MultiPV`` (how many moves a ``go`` reports, each on its own ``info ... multipv k ... pv MOVE`` line: the
-move it plays first, then the others by value, as analysis GUIs and python-chess's ``analyse(multipv=N)`` read
-them) and ``Model`` (a catalog name or repo folder: setting it loads that model).
+``zoo chess uci NAME`` speaks the Universal Chess Interface on stdin/stdout, for any chess GUI or
+``chess.engine.SimpleEngine.popen_uci(["zoo", "chess", "uci", NAME])``. A ``go`` values the legal moves with one
+batched forward (no search); when the time limit is too short for all of them, it values them in chunks, most forcing
+first, and plays the best one valued before the deadline. ``infinite`` and ``ponder`` hold the move until ``stop`` /
+``ponderhit``. Options: ``Threads``, ``Move Overhead`` (ms kept back from each time limit), ``MultiPV`` (one ``info
+... multipv k ... pv MOVE`` line per move, the played move first) and ``Model`` (a catalog name or repo folder).
 """
 
 from __future__ import annotations
@@ -29,7 +24,6 @@ if TYPE_CHECKING:
 
 __all__ = ["UCIProtocol", "GoLimits", "win_prob_to_centipawns", "play_terminal", "run_uci"]
 
-_LICHESS_SLOPE = 0.00368208
 _DEFAULT_OVERHEAD_MS = 10
 _MAX_MULTIPV = 500  # as Stockfish's; more than any position's legal moves
 _MOVES_TO_GO = 30  # a clock without movestogo is shared as if this many moves were left
@@ -40,8 +34,10 @@ _GO_NUMBERS = ("wtime", "btime", "winc", "binc", "movestogo", "depth", "nodes", 
 
 def win_prob_to_centipawns(p: float) -> int:
     """Inverse of the Lichess win-probability formula; certain wins/losses map to about ±7500 cp."""
+    from zoo.chess.tokenizer import LICHESS_SLOPE  # numpy: not before ``uciok``
+
     p = min(max(p, 1e-12), 1 - 1e-12)
-    return int(round(math.log(p / (1 - p)) / _LICHESS_SLOPE))
+    return int(round(math.log(p / (1 - p)) / LICHESS_SLOPE))
 
 
 class GoLimits:
@@ -95,10 +91,6 @@ class GoLimits:
         return min(share, left / 2) / 1000
 
 
-def _usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 def _forcing_first(board: chess.Board, moves: list[chess.Move]) -> list[chess.Move]:
     """Checks, captures (bigger victims first) and promotions before quiet moves; otherwise the given order."""
 
@@ -123,7 +115,8 @@ class UCIProtocol:
         self.out = out
         self.clock = clock
         self.board: chess.Board | None = chess.Board()  # None after a position command that failed
-        self.threads = threads or _usable_cores()
+        usable_cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        self.threads = threads or usable_cores
         self.overhead_ms = _DEFAULT_OVERHEAD_MS
         self.multipv = 1
         self.row_seconds = 0.0  # measured seconds per valued move (set by the load), for the time budget
@@ -267,11 +260,9 @@ class UCIProtocol:
             self.send(f"info string error: {err}")
 
     def _go(self, args: list[str], start: float) -> None:
-        if self.board is None:
-            self.send("info string error: no position to play: the last position command failed")
-            self._answer("bestmove 0000", held=False)
-            return
         try:
+            if self.board is None:
+                raise ValueError("no position to play: the last position command failed")
             limits = GoLimits(args, self.board)
         except ValueError as err:
             self.send(f"info string error: {err}")
