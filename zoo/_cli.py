@@ -152,12 +152,7 @@ class Commands:
         """A decorator: the :class:`Options` subclass, whose ``run()`` does the work, is the command ``name`` (None:
         ``zoo convert NAME``). ``fields_of="module:Config"`` adds a dataclass's fields (its module is imported only
         when the command is used), ``flags={field: "--flag"}`` renames options."""
-
-        def add(cls: type) -> type:
-            self.commands.append((name, help, cls, extra))
-            return cls
-
-        return add
+        return lambda cls: self.commands.append((name, help, cls, extra)) or cls
 
     def register_cli(self, parent, convert) -> None:
         """Add the commands to the subparsers ``parent`` (a method's: as ``zoo NAME ...``, its converter to

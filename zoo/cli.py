@@ -82,11 +82,10 @@ class Info(Options):
         from zoo.hub import where
 
         info["source"] = where(registry.get_entry(self.name))
-        for key in ("name", "method", "source", "hub_repo", "revision", "license", "paper", "recipe", "base_model"):
+        for key in ("name", "method", "source", "hub_repo", "revision", "license", "paper", "recipe", "base_model",
+                    "description"):
             if info.get(key):
                 print(f"{key:11s} {info[key]}")
-        if info["description"]:
-            print(f"{'description':11s} {info['description']}")
         for key in ("metrics", "defaults", "architecture", "convert_args"):
             if info[key]:
                 print(f"{key}:\n" + "\n".join(f"  {k}: {v}" for k, v in info[key].items()))
@@ -250,23 +249,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        return _run(argv)
+        parser = build_parser()
+        args, overrides = parser.parse_known_args(argv)
+        if getattr(args, "rest", None):
+            setattr(args, args.rest, overrides)
+        elif overrides:
+            parser.error(f"unrecognized arguments: {' '.join(overrides)}")
+        args.run(args)
+        sys.stdout.flush()  # here, not at exit, so that a closed pipe (`zoo list | head`) is caught below
     except KeyboardInterrupt:
         # every write is atomic and every download resumes, so what an interrupt leaves is safe to run again
         print("zoo: interrupted (Ctrl-C); run the command again to go on", file=sys.stderr)
         return 130
-
-
-def _run(argv: Sequence[str] | None) -> int:
-    parser = build_parser()
-    args, overrides = parser.parse_known_args(argv)
-    if getattr(args, "rest", None):
-        setattr(args, args.rest, overrides)
-    elif overrides:
-        parser.error(f"unrecognized arguments: {' '.join(overrides)}")
-    try:
-        args.run(args)
-        sys.stdout.flush()  # here, not at exit, so that a closed pipe (`zoo list | head`) is caught below
     except BrokenPipeError:
         # stdout's reader left (`zoo list | head`): what Python flushes at exit goes to /dev/null, not a traceback
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

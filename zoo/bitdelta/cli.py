@@ -8,20 +8,11 @@ from typing import Literal
 
 from zoo._cli import Commands, Options, arg, option, print_json
 
-__all__ = ["register_cli"]
-
 bitdelta = Commands("bitdelta", "BitDelta: compress, distil, evaluate and serve 1-bit fine-tune deltas")
 register_cli = bitdelta.register_cli
 
-_TOKENIZER = "'bytes' or a tokenizer folder/repo (default: the base's own)"
-
-
-def _size(nbytes: int) -> str:
-    return f"{nbytes / 2**20:.2f} MiB"
-
-
-def _model_bytes(model, dtype_bytes: int = 2) -> int:
-    return sum(p.numel() for p in model.parameters()) * dtype_bytes
+_TOKENIZER = ("'bytes' or a tokenizer folder/repo (default: the base's own: bytes for the zoo's byte-level family, the "
+              "base's Hugging Face tokenizer otherwise, which offline must be cached or given)")
 
 
 class PairOptions(Options):
@@ -30,9 +21,8 @@ class PairOptions(Options):
     base: str = option(help="zoo name, folder or HF repo id of the base")
     finetune: str = option(help="zoo name, folder, HF repo id or zoo finetune .ckpt of the fine-tune")
     select: list[str] | None = option(None, "'official' (the paper's rule: *proj* children of mlp/self_attn), 'auto' "
-                                      "(the default, fits any zoo model: the official rule's layers where it finds "
-                                      "any, else every Linear layer), or shell-style patterns of Linear layers to "
-                                      "compress, e.g. '*.mlp.*'")
+                                      "(the default, for any zoo model: the official layers if any, else every "
+                                      "Linear layer), or shell-style patterns of Linear layers, e.g. '*.mlp.*'")
     exclude: list[str] | None = option(None, "patterns of layers to leave out")
     dtype: str | None = option(None, "load both models in this dtype (the official runs use bfloat16; default: the "
                                "wider of their own: a float32 fine-tune of a bfloat16 base gets the base in float32)")
@@ -54,9 +44,10 @@ class Compress(PairOptions):
         delta = compress(base, finetune, select=self.select or AUTO_RULE, exclude=self.exclude or (),
                          base_name=self.base_name or self.base, base_revision=self.base_revision)
         delta.save(self.out)
+        finetune_bytes = 2 * sum(p.numel() for p in finetune.parameters())  # in 16-bit
         print(f"compressed {len(delta.shapes)} layers, carried {len(delta.params)} full-precision tensors")
-        print(f"delta {_size(delta.nbytes())} vs fine-tune {_size(_model_bytes(finetune))} in 16-bit "
-              f"({_model_bytes(finetune) / delta.nbytes():.1f}x smaller) -> {self.out}")
+        print(f"delta {delta.nbytes() / 2**20:.2f} MiB vs fine-tune {finetune_bytes / 2**20:.2f} MiB in 16-bit "
+              f"({finetune_bytes / delta.nbytes():.1f}x smaller) -> {self.out}")
 
 
 @bitdelta.command("distill", "compress, then distil the scales on the fine-tune's logits")
@@ -126,11 +117,9 @@ class Eval(Options):
             return
         print(f"{'model':10s} {'ppl':>10s} {'nll':>8s} {'tokens':>8s}")
         for name in ("base", "finetune", "bitdelta"):
-            if name in results:
-                r = results[name]
+            if r := results.get(name):
                 print(f"{name:10s} {r['ppl']:10.4f} {r['nll']:8.4f} {r['tokens']:8d}")
-        if "agreement" in results:
-            a = results["agreement"]
+        if a := results.get("agreement"):
             print(f"logit agreement with the fine-tune: mse {a['mse']:.3e}, max |diff| {a['max_abs']:.3e}, "
                   f"KL {a['kl']:.3e} nats/token, top-1 {a['top1']:.4f}")
         if "recovered" in results:
@@ -146,9 +135,8 @@ class Convert(Options):
     base_path: str | None = option(None, "load the base from here to record its sha256 and drop unchanged tensors")
     verify_base: bool = option(False, "load --base itself for that")
     base_revision: str | None = option(None)
-    base_dtype: str | None = option(None, "dtype to load the base in (default: the diff's own, that of its "
-                                    "full-precision tensors; official runs: bfloat16); one that would round them is "
-                                    "refused")
+    base_dtype: str | None = option(None, "dtype to load the base in (default: that of the diff's full-precision "
+                                    "tensors, bfloat16 in official runs); one that would round them is refused")
 
     def run(self) -> None:
         from zoo.bitdelta.convert import convert
@@ -167,9 +155,7 @@ class Demo(Options):
     prompt: str = option(help="the text every tenant continues")
     with_base: bool = option(False, "also run the base itself as a tenant")
     base: str | None = option(None, "load this base instead of the one the deltas name")
-    tokenizer: str | None = option(None, "'bytes' or a tokenizer folder/repo (default: the base's own: bytes for the "
-                                   "zoo's byte-level family, the base's Hugging Face tokenizer otherwise, which "
-                                   "offline must be cached or given)")
+    tokenizer: str | None = option(None, _TOKENIZER)
     max_new_tokens: int = option(80, "tokens to generate")
     temperature: float = option(0.0, "sample at this temperature (0: greedy)")
     seed: int = option(0, "seed of the sampling")

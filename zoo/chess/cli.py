@@ -7,8 +7,6 @@ from typing import Literal
 
 from zoo._cli import Commands, Options, arg, from_args, load_model, option, print_json
 
-__all__ = ["register_cli"]
-
 chess = Commands("chess", "ChessBench transformer: data, evaluation, UCI engine, play", "SUBCOMMAND")
 register_cli = chess.register_cli
 
@@ -117,10 +115,8 @@ class Match(SampledEngine):
         from zoo.chess.evaluate import ADJUDICATION_TIME, MaterialGreedy, RandomMover, play_match
 
         opponent = {"random": RandomMover, "greedy": MaterialGreedy}.get(self.opponent)
-        if self.no_adjudication:
-            adjudication = None
-        else:  # an explicit --adjudication-time 0 stays 0
-            adjudication = ADJUDICATION_TIME if self.adjudication_time is None else self.adjudication_time
+        adjudication = None if self.no_adjudication else (  # an explicit --adjudication-time 0 stays 0
+            ADJUDICATION_TIME if self.adjudication_time is None else self.adjudication_time)
         result = play_match(
             self.engine(), opponent(self.seed) if opponent else None, games=self.games, stockfish=self.stockfish,
             skill_level=self.skill, nodes=self.nodes, depth=self.depth, book=_book(self.book),
@@ -169,8 +165,7 @@ class Board(Engine):
         board = chess.Board(self.fen)
         analysis = self.engine().analyse(board)
         write_text_atomic(self.out, board_svg(board, analysis, top=self.top))
-        best = analysis.best()
-        print(f"{self.out}: best {board.san(best)} ({best.uci()})")
+        print(f"{self.out}: best {board.san(best := analysis.best())} ({best.uci()})")
 
 
 @chess.command(None, "official searchless_chess checkpoint (Orbax folder/zip or params .npz) -> zoo repo")

@@ -43,15 +43,12 @@ class Symmetry(Options):
     seed: int = option(0, "random seed of the rotations and translations")
     json: str | None = option(None, "also write the report to this JSON file")
 
-
     def run(self) -> None:
         from zoo.escaip.symmetry import format_report, symmetry_report
 
-        structures = None
-        if self.structures:
-            import ase.io
+        import ase.io
 
-            structures = ase.io.read(self.structures, index=":")
+        structures = ase.io.read(self.structures, index=":") if self.structures else None
         report = symmetry_report(load_model(self), structures, n_rotations=self.rotations,
                                  n_translations=self.translations, seed=self.seed)
         print(format_report(report))
@@ -69,7 +66,6 @@ class Convert(Options):
     config: str | None = option(None, "JSON with backbone_kwargs and heads (for a state-dict SRC)")
     ema: bool = option(False, "use the checkpoint's EMA weights")
     dataset: str | None = option(None, "whose normaliser/element references to apply (multi-dataset checkpoints)")
-
 
     def run(self) -> None:
         from zoo.escaip.convert import convert_checkpoint, convert_state_dict

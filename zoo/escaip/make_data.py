@@ -345,7 +345,7 @@ def _pair(a, b, distance: float, rng: np.random.Generator):
 # ============================================================================= jobs
 @dataclass(frozen=True)
 class Job:
-    kind: str  # "xtb" or "emt"
+    kind: str  # "xtb", "emt", "g2", "qm9", "pair" or "bulk"
     name: str
     temperature: float
     seed: int
@@ -453,9 +453,7 @@ class DataPlan:
 
 
 def _segments_done(out: Path, job: Job) -> list[Path]:
-    folder = out / job.folder
-    done = sorted(folder.glob("seg_*.extxyz")) if folder.exists() else []
-    return done[: job.n_segments]
+    return sorted((out / job.folder).glob("seg_*.extxyz"))[: job.n_segments]
 
 
 def _calculator(kind: str):
@@ -500,12 +498,15 @@ def _md_segments(job: Job, folder: Path, done: list[Path]):
     from ase.md.velocitydistribution import Stationary, ZeroRotation, thermalize_momenta
     from ase.optimize import BFGS
 
+    def resume_from(segment: Path) -> None:
+        last = ase.io.read(str(segment), index=-1)
+        atoms.positions = last.positions
+        atoms.set_momenta(last.get_momenta())
+
     atoms = build_system(job.kind, job.name, job.seed)
     atoms.calc = _calculator(job.kind)
     if done:
-        last = ase.io.read(str(done[-1]), index=-1)
-        atoms.positions = last.positions
-        atoms.set_momenta(last.get_momenta())
+        resume_from(done[-1])
     else:
         BFGS(atoms, logfile=None).run(fmax=0.1, steps=200)
         thermalize_momenta(atoms, temperature_K=job.temperature, rng=np.random.default_rng(job.seed))
@@ -521,10 +522,7 @@ def _md_segments(job: Job, folder: Path, done: list[Path]):
             frames.append(_labelled(atoms, system=job.name, temperature=job.temperature, seed=job.seed,
                                     step=(seg * job.segment_frames + k + 1) * job.stride))
         yield seg, frames
-        # continue from the state as written, so a resumed run is identical to an uninterrupted one
-        last = ase.io.read(str(folder / f"seg_{seg:05d}.extxyz"), index=-1)
-        atoms.positions = last.positions
-        atoms.set_momenta(last.get_momenta())
+        resume_from(folder / f"seg_{seg:05d}.extxyz")  # the state as written: a resumed run is an uninterrupted one
 
 
 def _qm9_frames(job: Job, molecule: dict) -> list:
@@ -591,15 +589,10 @@ def _block_segments(job: Job, out: str, first_seg: int):
         yield seg, _qm9_frames(job, block[seg]) if job.kind == "qm9" else _pair_frames(job, block, seg)
 
 
-def _write_segment(folder: Path, seg: int, frames: list) -> None:
-    import ase.io
-
-    with atomic_path(folder / f"seg_{seg:05d}.extxyz") as tmp:
-        ase.io.write(str(tmp), frames, format="extxyz")
-
-
 def run_job(job: Job, out: str, progress=None) -> int:
     """Run (or resume) one trajectory or block; returns the number of frames written by this call."""
+    import ase.io
+
     os.environ["OMP_NUM_THREADS"] = "1"
     folder = Path(out) / job.folder
     done = _segments_done(Path(out), job)
@@ -609,7 +602,8 @@ def run_job(job: Job, out: str, progress=None) -> int:
                 else _block_segments(job, str(out), len(done)))
     written = 0
     for seg, frames in segments:
-        _write_segment(folder, seg, frames)
+        with atomic_path(folder / f"seg_{seg:05d}.extxyz") as tmp:
+            ase.io.write(str(tmp), frames, format="extxyz")
         written += len(frames)
         if progress is not None:
             progress.put(len(frames))
@@ -634,15 +628,13 @@ def make_data(out: str | os.PathLike, jobs: list[Job], workers: int = 1) -> dict
     from tqdm import tqdm
 
     out = Path(out)
-    labels = {"xtb": "GFN2-xTB (tblite)", "qm9": "GFN2-xTB (tblite)", "pair": "GFN2-xTB (tblite)",
-              "g2": "GFN2-xTB (tblite)", "emt": "ASE EMT", "bulk": "ASE EMT"}
+    labels = {**dict.fromkeys(("xtb", "qm9", "pair", "g2"), "GFN2-xTB (tblite)"), "emt": "ASE EMT", "bulk": "ASE EMT"}
     manifest = {"jobs": [asdict(j) for j in jobs], "labels": labels}
     write_text_atomic(out / "manifest.json", json.dumps(manifest, indent=1))
 
     total = sum(j.n_frames for j in jobs)
     already = sum(min(len(_segments_done(out, j)) * j.segment_frames, j.n_frames) for j in jobs)
     todo = [j for j in jobs if len(_segments_done(out, j)) < j.n_segments]
-    errors = {}
     ctx = mp.get_context("spawn")
     with ctx.Manager() as manager, tqdm(total=total, initial=already, unit="frame", desc="make-data") as bar:
         queue = manager.Queue()
@@ -662,8 +654,5 @@ def make_data(out: str | os.PathLike, jobs: list[Job], workers: int = 1) -> dict
         finally:  # also when a job stops the run: the reader must not outlive the manager it reads from
             queue.put(None)
             reader.join()
-    for folder, _, err in results:
-        if err:
-            errors[folder] = err
     frames = sum(min(len(_segments_done(out, j)) * j.segment_frames, j.n_frames) for j in jobs)
-    return {"frames": frames, "total": total, "errors": errors}
+    return {"frames": frames, "total": total, "errors": {folder: err for folder, _, err in results if err}}

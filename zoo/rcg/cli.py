@@ -240,10 +240,10 @@ class RefStats(Images):
         from zoo.rcg.eval import FeatureCache, InceptionFeatures, cached_features, save_reference_stats
 
         source, batches = _reference_batches(self)
-        size, device = self.batch_size, self.device
+        size = self.batch_size
         cache = FeatureCache(self.cache_dir, {"images": source, "batch_size": size}) if self.cache_dir else None
-        net = InceptionFeatures().to(device)
-        feats = torch.cat([cached_features(cache, i * size, len(batch), lambda: net(batch.to(device)).cpu())
+        net = InceptionFeatures().to(self.device)
+        feats = torch.cat([cached_features(cache, i * size, len(batch), lambda: net(batch.to(self.device)).cpu())
                            for i, batch in enumerate(tqdm(batches, desc="reference features", unit="batch"))])
         save_reference_stats(self.out, feats)
         print(f"wrote {self.out}: mu/sigma of {feats.shape[0]} images ({source})")
@@ -281,13 +281,11 @@ class Convert(Options):
     def run(self) -> None:
         from zoo.rcg.convert import convert_files
 
-        config = None
-        if self.config:
-            text = Path(self.config).read_text() if Path(self.config).is_file() else self.config
-            try:
-                config = json.loads(text)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"--config must be JSON or a JSON file: {err}") from None
+        try:
+            text = Path(self.config).read_text() if self.config and Path(self.config).is_file() else self.config
+            config = json.loads(text) if text else None
+        except json.JSONDecodeError as err:
+            raise ValueError(f"--config must be JSON or a JSON file: {err}") from None
         module = convert_files(self.src, self.out, config)
         print(f"wrote {self.out}: {type(module).__name__} ({module.model_type}); load it with "
               f"zoo.load({str(self.out)!r})")
