@@ -7,6 +7,8 @@ from zoo.module import ZooModule
 
 
 class LineFit(ZooModule):
+    """y = x·w + b, fitted by SGD on the mean squared error."""
+
     model_type = "linefit-linear"
     method = "linefit"
 
@@ -19,8 +21,7 @@ class LineFit(ZooModule):
         return self.net(x)
 
     def training_step(self, batch, batch_idx):
-        x, y = batch
-        loss = nn.functional.mse_loss(self(x), y)
+        loss = nn.functional.mse_loss(self(batch[0]), batch[1])
         self.log("train_loss", loss)
         return loss
 
