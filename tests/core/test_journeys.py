@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from core_testdata import installed_wheel
-
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -18,11 +16,6 @@ def _blocks(heading: str) -> list[str]:
     text = (REPO / "docs" / "journeys.md").read_text()
     section = text.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```bash\n(.*?)```", section, flags=re.S)
-
-
-@pytest.fixture(scope="module")
-def wheel_bin(tmp_path_factory):
-    return installed_wheel(tmp_path_factory.mktemp("journeys-wheel"))
 
 
 def _run(wheel_bin: Path, folder: Path, heading: str) -> str:

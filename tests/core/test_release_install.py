@@ -15,7 +15,6 @@ import pytest
 import torch
 
 import zoo
-from core_testdata import installed_wheel
 from zoo.cli import main
 from zoo.registry import FileSpec, get_entry, hub_org, register_model
 from zoo.release import release
@@ -107,10 +106,9 @@ def _checkout_files(root: Path) -> set[str]:
     return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
 
 
-def test_installed_wheel_loads_the_embedded_models_from_the_hub(hub, tmp_path):
-    bin_dir = installed_wheel(tmp_path)
+def test_installed_wheel_loads_the_embedded_models_from_the_hub(hub, wheel_bin, tmp_path):
     # packages found and data by glob (setup.py, pyproject.toml): every method's files and pins.json, every recipe
-    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    (wheel,) = (wheel_bin.parent.parent / "dist").glob("*.whl")
     shipped = set(zipfile.ZipFile(wheel).namelist())
     wanted = {f"zoo/{f}" for f in _checkout_files(REPO / "zoo")}
     wanted |= {f"zoo/_recipes/{f}" for f in _checkout_files(REPO / "recipes")}
@@ -121,16 +119,16 @@ def test_installed_wheel_loads_the_embedded_models_from_the_hub(hub, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("ZOO_HUB", "PYTHONPATH")}
     work = tmp_path / "elsewhere"
     work.mkdir()
-    out = subprocess.run([str(bin_dir / "python"), "-c", INSTALLED, *EMBEDDED], cwd=work, env=env, capture_output=True,
-                         text=True)
+    out = subprocess.run([str(wheel_bin / "python"), "-c", INSTALLED, *EMBEDDED], cwd=work, env=env,
+                         capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-3000:]
     digests = json.loads(out.stdout.strip().splitlines()[-1])
     for name in EMBEDDED:
         assert digests[name] == weights_digest(zoo.load(HUB / name)), name
 
-    cli = subprocess.run([str(bin_dir / "zoo"), "recipe", "chess/small_cpu"], cwd=work, env=env,
+    cli = subprocess.run([str(wheel_bin / "zoo"), "recipe", "chess/small_cpu"], cwd=work, env=env,
                          capture_output=True, text=True)
     assert cli.returncode == 0 and "chess-small-av" in cli.stdout
-    listing = subprocess.run([str(bin_dir / "zoo"), "list", "escaip-*"], cwd=work, env=env, capture_output=True,
+    listing = subprocess.run([str(wheel_bin / "zoo"), "list", "escaip-*"], cwd=work, env=env, capture_output=True,
                              text=True).stdout
     assert "escaip-tiny-emt" in listing and " hub " in listing and "embedded" not in listing
