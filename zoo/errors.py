@@ -7,10 +7,9 @@ subclasses it too.
 
 from __future__ import annotations
 
-__all__ = [
-    "ZooError", "HubError", "IntegrityError", "RepoChangedError", "OfflineError", "DownloadError", "ConfigError",
-    "DamagedFileError", "CardError", "InputError", "StorageError", "DiskFullError", "ReadOnlyError", "InstallError",
-]
+__all__ = ["ZooError", "HubError", "IntegrityError", "RepoChangedError", "OfflineError", "DownloadError", "ConfigError",
+           "DamagedFileError", "CardError", "InputError", "StorageError", "DiskFullError", "ReadOnlyError",
+           "InstallError"]
 
 
 class ZooError(Exception):

@@ -167,11 +167,9 @@ def write_json_atomic(path: str | os.PathLike, obj) -> None:
 
 
 # the dtypes a zoo repo stores, by their names in config files (torch's, see dtype_name): each one's safetensors code
-DTYPES = {
-    "float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16", "int64": "I64", "int32": "I32",
-    "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL", "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2",
-    "uint16": "U16", "uint32": "U32", "uint64": "U64",
-}
+DTYPES = {"float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16", "int64": "I64", "int32": "I32",
+          "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL", "float8_e4m3fn": "F8_E4M3",
+          "float8_e5m2": "F8_E5M2", "uint16": "U16", "uint32": "U32", "uint64": "U64"}
 
 
 def dtype_name(dtype: Any) -> str:
@@ -299,13 +297,8 @@ def write_safetensors(tensors: dict, path: str | os.PathLike, metadata: dict[str
             del t, c
 
 
-def save_state_dict(
-    state_dict: dict,
-    directory: str | os.PathLike,
-    *,
-    max_shard_bytes: int = DEFAULT_SHARD_BYTES,
-    metadata: dict[str, str] | None = None,
-) -> list[str]:
+def save_state_dict(state_dict: dict, directory: str | os.PathLike, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES,
+                    metadata: dict[str, str] | None = None) -> list[str]:
     """Write ``model.safetensors``, or shards plus an HF-style index above ``max_shard_bytes``.
 
     Returns the file names written (byte-reproducible: see :func:`write_safetensors`). Tensors that share

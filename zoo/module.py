@@ -164,13 +164,8 @@ class ZooModule(L.LightningModule):
             raise TypeError(f"{type(self).__name__} must set the class attributes model_type and method")
         from zoo import __version__
 
-        return {
-            "zoo_config_format": CONFIG_FORMAT,
-            "zoo_version": __version__,
-            "method": self.method,
-            "model_type": self.model_type,
-            "hparams": self.config,
-        }
+        return {"zoo_config_format": CONFIG_FORMAT, "zoo_version": __version__, "method": self.method,
+                "model_type": self.model_type, "hparams": self.config}
 
     # ----------------------------------------------------------- persistence
     def pretrained_state_dict(self) -> dict[str, torch.Tensor]:
@@ -182,22 +177,13 @@ class ZooModule(L.LightningModule):
         tensors are not the parameters' values (a BitDelta overrides this)."""
         return self.to(dtype)
 
-    def save_pretrained(
-        self,
-        directory: str | os.PathLike,
-        *,
-        max_shard_bytes: int = DEFAULT_SHARD_BYTES,
-        extra_files: dict[str, str | bytes] | None = None,
-    ) -> list[str]:
+    def save_pretrained(self, directory: str | os.PathLike, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES,
+                        extra_files: dict[str, str | bytes] | None = None) -> list[str]:
         """Write ``config.json`` and ``model.safetensors`` (sharded above ``max_shard_bytes``). Should that fail or be
         interrupted (a full disk, Ctrl-C), a ``directory`` this call created is removed: never weights without a
         config."""
         with folder_undone_on_failure(directory) as directory:
-            names = save_state_dict(
-                self.pretrained_state_dict(),
-                directory,
-                max_shard_bytes=max_shard_bytes,
-            )
+            names = save_state_dict(self.pretrained_state_dict(), directory, max_shard_bytes=max_shard_bytes)
             write_json_atomic(directory / CONFIG_NAME, self.config_json())
             for name, content in (extra_files or {}).items():
                 with atomic_path(directory / name) as tmp:
@@ -206,15 +192,9 @@ class ZooModule(L.LightningModule):
         return [CONFIG_NAME, *names]
 
     @classmethod
-    def from_pretrained(
-        cls,
-        name_or_path: str | os.PathLike,
-        *,
-        revision: str | None = None,
-        device: str | torch.device | None = None,
-        dtype: str | torch.dtype | None = None,
-        **kwargs,
-    ) -> Self:
+    def from_pretrained(cls, name_or_path: str | os.PathLike, *, revision: str | None = None,
+                        device: str | torch.device | None = None, dtype: str | torch.dtype | None = None,
+                        **kwargs) -> Self:
         """``zoo.load``: the module a repo's ``config.json`` names, in eval mode (``cls`` checks its class, so
         ``EScAIPModule.from_pretrained(name)`` is typed as an ``EScAIPModule``).
 
@@ -240,13 +220,8 @@ class ZooModule(L.LightningModule):
         try:
             with reading_saved_config():
                 check_arguments(module_class, config["hparams"], "hparams", module_class.__name__)
-                model = module_class.from_repo_dir(
-                    directory,
-                    config["hparams"],
-                    device=torch.device(device or "cpu"),
-                    dtype=parse_dtype(dtype),
-                    **kwargs,
-                )
+                model = module_class.from_repo_dir(directory, config["hparams"], device=torch.device(device or "cpu"),
+                                                   dtype=parse_dtype(dtype), **kwargs)
         except ConfigError as err:
             if err.path is not None:  # another repo's config (a delta's base, say) names its own file
                 raise
@@ -280,9 +255,8 @@ class ZooModule(L.LightningModule):
         return model
 
     @classmethod
-    def from_repo_dir(
-        cls, directory: Path, hparams: dict[str, Any], *, device: torch.device, dtype: torch.dtype | None, **kwargs
-    ) -> "ZooModule":
+    def from_repo_dir(cls, directory: Path, hparams: dict[str, Any], *, device: torch.device, dtype: torch.dtype | None,
+                      **kwargs) -> "ZooModule":
         """Build from a verified repo folder (:meth:`from_state_dict` of its weights, memory-mapped on ``device``).
 
         Methods whose repos need more (a base model, say) override this.
@@ -371,17 +345,9 @@ class ZooModule(L.LightningModule):
         resume_where_fit_stopped(checkpoint)
 
     # ------------------------------------------------------------ publishing
-    def publish(
-        self,
-        repo: str | os.PathLike,
-        *,
-        card: dict[str, Any] | str | os.PathLike | None = None,
-        max_shard_bytes: int = DEFAULT_SHARD_BYTES,
-        endpoint: str | None = None,
-        token: str | None = None,
-        private: bool = False,
-        commit_message: str | None = None,
-    ) -> dict[str, Any]:
+    def publish(self, repo: str | os.PathLike, *, card: dict[str, Any] | str | os.PathLike | None = None,
+                max_shard_bytes: int = DEFAULT_SHARD_BYTES, endpoint: str | None = None, token: str | None = None,
+                private: bool = False, commit_message: str | None = None) -> dict[str, Any]:
         """Write this module as a repo into the folder ``repo``, or upload it to the Hub (``hf://owner/name``).
 
         ``card``: model card fields, as a dict or the path of a YAML/JSON file (the format: :mod:`zoo.card`); it is

@@ -19,23 +19,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = [
-    "FileSpec",
-    "ModelEntry",
-    "MethodSpec",
-    "UnknownModelError",
-    "register_method",
-    "register_model",
-    "get_method",
-    "get_entry",
-    "list_models",
-    "info",
-    "resolve_module_class",
-    "import_object",
-    "hub_org",
-    "read_pins",
-    "pins_path",
-]
+__all__ = ["FileSpec", "ModelEntry", "MethodSpec", "UnknownModelError", "register_method", "register_model",
+           "get_method", "get_entry", "list_models", "info", "resolve_module_class", "import_object", "hub_org",
+           "read_pins", "pins_path"]
 
 DEFAULT_HUB_ORG = "lightning-zoo"
 _HEX = frozenset("0123456789abcdef")
@@ -192,14 +178,8 @@ def import_object(path: str) -> Any:
     return obj
 
 
-def register_method(
-    name: str,
-    *,
-    modules: dict[str, str],
-    catalog: str | None = None,
-    cli: str | None = None,
-    paper: str = "",
-) -> MethodSpec:
+def register_method(name: str, *, modules: dict[str, str], catalog: str | None = None, cli: str | None = None,
+                    paper: str = "") -> MethodSpec:
     """Called by a method package's ``__init__``; registering the same spec twice is a no-op."""
     spec = MethodSpec(name, dict(modules), catalog, cli, paper)
     if name in _METHODS and _METHODS[name] != spec:

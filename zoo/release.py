@@ -55,8 +55,7 @@ def _card_fields(entry: ModelEntry) -> dict[str, Any]:
     metrics = [{"name": k, "value": v} for k, v in entry.metrics.items()
                if isinstance(v, (int, float)) and not isinstance(v, bool)]
     return {"name": entry.name, "description": entry.description, "paper": entry.paper, "metrics": metrics,
-            "recipe": entry.recipe or "", "license": _hub_license(entry.license),
-            "base_model": entry.base_model}
+            "recipe": entry.recipe or "", "license": _hub_license(entry.license), "base_model": entry.base_model}
 
 
 def _hub_license(text: str) -> str:

@@ -28,13 +28,8 @@ __all__ = ["run_recipe", "final_checkpoints"]
 _LIGHTNING_LOGGERS = ("lightning.pytorch", "lightning.fabric")
 
 
-def run_recipe(
-    recipe: str | os.PathLike,
-    overrides: Sequence[str] = (),
-    *,
-    init_from: str | None = None,
-    ckpt_path: str | None = None,
-):
+def run_recipe(recipe: str | os.PathLike, overrides: Sequence[str] = (), *, init_from: str | None = None,
+               ckpt_path: str | None = None):
     """Run ``fit`` for ``recipe``; with ``init_from`` (a zoo model name or folder), start from its weights.
 
     Every input is checked before training starts (the model against the recipe, the checkpoint to resume, the

@@ -62,8 +62,7 @@ def _predict(model, atoms_list) -> tuple[np.ndarray, np.ndarray | None]:
 
 
 def _compare(e0, f0, e1, f1, natoms) -> dict[str, float]:
-    row = {"energy_mae": float(np.mean(np.abs(e1 - e0))),
-           "energy_max": float(np.max(np.abs(e1 - e0))),
+    row = {"energy_mae": float(np.mean(np.abs(e1 - e0))), "energy_max": float(np.max(np.abs(e1 - e0))),
            "energy_max_per_atom": float(np.max(np.abs(e1 - e0) / natoms))}
     if f0 is not None:
         cos = np.sum(f0 * f1, 1) / np.maximum(np.linalg.norm(f0, axis=1) * np.linalg.norm(f1, axis=1), 1e-12)
