@@ -71,8 +71,7 @@ def _task_scaling(tasks: list[dict[str, Any]], dataset: str | None, max_num_elem
         mean, rmsd = float(norm.get("mean", 0.0)), float(norm.get("rmsd", 1.0))
         if prop == "energy":
             out["energy_mean"], out["energy_rmsd"] = mean, rmsd
-            refs_cfg = task.get("element_references")
-            if refs_cfg:
+            if refs_cfg := task.get("element_references"):
                 refs = refs_cfg.get("element_references", refs_cfg)
                 refs = refs.get("_args_", [refs])[0] if isinstance(refs, dict) else refs
                 refs = refs.double().numpy() if isinstance(refs, torch.Tensor) else np.asarray(refs, dtype=np.float64)

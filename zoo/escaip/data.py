@@ -33,11 +33,9 @@ def atoms_to_sample(atoms, *, require_labels: bool = True) -> Sample:
     forces = calc_results.get("forces", atoms.arrays.get("forces"))
     stress = calc_results.get("stress", atoms.info.get("stress"))
     if require_labels and (energy is None or forces is None):
-        raise ValueError(
-            f"structure {atoms.get_chemical_formula()} has no energy/forces labels; write them with "
-            "ase.io.write (extxyz keeps a SinglePointCalculator's results) or put them in atoms.info['energy'] "
-            "and atoms.arrays['forces']"
-        )
+        raise ValueError(f"structure {atoms.get_chemical_formula()} has no energy/forces labels; write them with "
+                         "ase.io.write (extxyz keeps a SinglePointCalculator's results) or put them in "
+                         "atoms.info['energy'] and atoms.arrays['forces']")
     n = len(atoms)
     if stress is not None:
         stress = np.asarray(stress, dtype=np.float64)
@@ -101,7 +99,8 @@ def read_structures(paths: str | os.PathLike | Sequence[str | os.PathLike],
     files: list[Path] = []
     for path in map(Path, paths):
         if not path.exists():
-            raise FileNotFoundError(f"{path} does not exist; make data with `zoo escaip make-data`")
+            raise FileNotFoundError(f"{path} does not exist: make data with `zoo escaip make-data` (see "
+                                    "`zoo escaip make-data --help`), or give your own extxyz files")
         if path.is_dir():  # skip hidden files: make-data's in-progress segments are dot-prefixed temporaries
             files.extend(sorted(p for p in path.rglob("*.extxyz") if not p.name.startswith(".")))
         else:
@@ -254,12 +253,6 @@ class EScAIPDataModule(MidEpochResume, L.LightningDataModule):
     def check_data(self) -> None:
         """Read the data now, before training starts (``zoo train`` calls it): a missing path, or a truncated or
         unlabelled frame, is one error naming it, and ``setup`` then reuses what was read."""
-        h = self.hparams
-        for paths in (h.train, h.val or []):
-            for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
-                if not Path(path).exists():
-                    raise FileNotFoundError(f"{path} does not exist: make data with `zoo escaip make-data` (see "
-                                            "`zoo escaip make-data --help`), or give your own extxyz files")
         self.setup("fit")
 
     def setup(self, stage: str | None = None) -> None:
