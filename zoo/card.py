@@ -29,12 +29,10 @@ TEMPLATE_PATH = Path(__file__).resolve().parent / "MODEL_CARD_TEMPLATE.md"  # pa
 __all__ = ["CARD_SUMMARY", "check_card", "load_card"]
 
 # the card format, for error messages and --help
-CARD_SUMMARY = (
-    "a card is a YAML/JSON mapping of optional fields: name, description, paper, license, usage, recipe, training, "
-    "limitations, citation, base_model (text); tags, datasets (lists of text); metrics (a list of mappings such as "
-    "{name: val_loss, value: 0.31, dataset: my-data, split: validation}: name and value required, optionally "
-    "display, task, dataset, dataset_name, split)"
-)
+CARD_SUMMARY = ("a card is a YAML/JSON mapping of optional fields: name, description, paper, license, usage, recipe, "
+                "training, limitations, citation, base_model (text); tags, datasets (lists of text); metrics (a list "
+                "of mappings such as {name: val_loss, value: 0.31, dataset: my-data, split: validation}: name and "
+                "value required, optionally display, task, dataset, dataset_name, split)")
 
 _TEXT_FIELDS = ("name", "description", "paper", "license", "usage", "recipe", "training", "limitations", "citation",
                 "base_model")
@@ -85,11 +83,8 @@ def check_card(card: Any, source: str = "the model card") -> dict[str, Any]:
         for key, value in metric.items():
             if key != "value" and key not in _METRIC_TEXT_FIELDS:
                 raise fail(f"{where}: " + _unknown(key, sorted(("value", *_METRIC_TEXT_FIELDS))))
-            if key == "value":
-                ok = isinstance(value, (int, float, str)) and not isinstance(value, bool)
-            else:
-                ok = value is None or isinstance(value, str)
-            if not ok:
+            if not (isinstance(value, (int, float, str)) and not isinstance(value, bool) if key == "value"
+                    else value is None or isinstance(value, str)):
                 raise fail(f"{where}.{key} must be {'a number or text' if key == 'value' else 'text'}, "
                            f"got {_shown(value)}")
     return card
@@ -118,18 +113,10 @@ def render_card(model, files: dict[str, dict[str, Any]], card: dict[str, Any] | 
     fields = {**model.model_card_fields(), **(card or {})}
     name = fields.get("name") or model.model_type
     metrics = fields.get("metrics", [])
-    eval_results = [
-        EvalResult(
-            task_type=m.get("task", "other"),
-            dataset_type=m.get("dataset", "custom"),
-            dataset_name=m.get("dataset_name", m.get("dataset", "custom")),
-            dataset_split=m.get("split"),
-            metric_type=m["name"],
-            metric_name=m.get("display", m["name"]),
-            metric_value=m["value"],
-        )
-        for m in metrics
-    ]
+    eval_results = [EvalResult(task_type=m.get("task", "other"), dataset_type=m.get("dataset", "custom"),
+                               dataset_name=m.get("dataset_name", m.get("dataset", "custom")),
+                               dataset_split=m.get("split"), metric_type=m["name"],
+                               metric_name=m.get("display", m["name"]), metric_value=m["value"]) for m in metrics]
     data = ModelCardData(library_name="zoo", license=fields.get("license", "apache-2.0"),
                          tags=sorted(set(fields.get("tags", []))), datasets=fields.get("datasets") or None,
                          base_model=fields.get("base_model"), model_name=name, eval_results=eval_results or None)

@@ -1,8 +1,7 @@
 """The zoo's exceptions. Every one of them is a user-facing problem: the CLI prints it as one ``zoo: error:`` line.
 
-Torch-free, so the CLI can catch them without importing a model stack. Each message names the file or model and
-the fix. Where a caller may already catch a builtin (``ValueError``, ``FileNotFoundError``), the zoo's error
-subclasses it too.
+Torch-free, so the CLI can catch them without importing a model stack. Each message names the file or model and the fix.
+Where a caller may already catch a builtin (``ValueError``, ``FileNotFoundError``), the zoo's error subclasses it too.
 """
 
 from __future__ import annotations

@@ -45,12 +45,9 @@ class UnknownModelError(KeyError):
 
 @dataclass(frozen=True)
 class FileSpec:
-    """One file, pinned by content.
-
-    In a zoo repo (``ModelEntry.files``) every file has its sha256 and size. An official upstream file
-    (``ModelEntry.upstream``) also has its ``url``: ``https://…``, or ``hf://owner/repo[@revision]/path`` for a file
-    on the Hugging Face Hub; its sha256 and size are None where they were never measured (pinned on first use).
-    """
+    """One file, pinned by content: a zoo repo's file (``ModelEntry.files``) by its sha256 and size, an official
+    upstream file (``ModelEntry.upstream``) also by its ``url`` (``https://…``, or ``hf://owner/repo[@revision]/path``
+    on the Hub), its sha256 and size None where they were never measured (pinned on first use)."""
 
     path: str  # path inside the repo (or the cache name of an upstream file)
     sha256: str | None
@@ -62,16 +59,11 @@ class FileSpec:
 class ModelEntry:
     """Everything the zoo knows about one named checkpoint (timm's pretrained-config, for the zoo).
 
-    Where the files live is separate from whether they need converting:
-
-    * ``files`` pin the zoo repo (config.json, safetensors, card) by sha256 and size. It lives on the Hugging
-      Face Hub at ``hub_repo`` (``repo``, or ``<ZOO_HF_ORG>/<name>``), at ``revision`` when a commit is known
-      (the sha256 pins make a moving ``main`` safe), and in the embedded ``hub/<name>`` mirror when present.
-    * ``upstream`` lists the authors' official files and ``converter`` (``"module:function"``, called as
-      ``converter(files: dict[str, Path], out_dir: Path, entry)``) turns them into a zoo repo with
-      ``convert_args``. They are the provenance of a converted repo, and where the zoo repo is not released yet
-      (``files`` empty) they are downloaded and converted on first load.
-    * ``architecture`` is display text only.
+    ``files`` pin the zoo repo (config.json, safetensors, card), which lives at ``hub_repo`` on the Hub (at
+    ``revision`` when a commit is known) and in the embedded ``hub/<name>`` mirror when present. ``upstream`` lists
+    the authors' official files and ``converter`` (``"module:function"``, called as ``converter(files, out_dir,
+    entry)``) turns them into a zoo repo: the provenance of a converted repo, and, while ``files`` is empty, what
+    the first load downloads and converts. ``architecture`` is display text only.
     """
 
     name: str

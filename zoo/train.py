@@ -1,14 +1,9 @@
 """Recipes: LightningCLI YAML configs run by ``zoo train`` and ``zoo finetune``.
 
 A recipe names a ZooModule and a LightningDataModule by ``class_path`` with their ``init_args`` and the
-``trainer`` settings. OmegaConf interpolation (``${model.init_args.lr}``) works inside recipes and is resolved
-after the command-line overrides (jsonargparse's, ``--trainer.max_steps=10``), so a path written as
-``${trainer.default_root_dir}/checkpoints`` follows ``--trainer.default_root_dir``; the resolved config is saved
-beside the checkpoints (``config.yaml`` in the run's log folder).
-
-Every run ends with its final state saved in each checkpoint folder (:func:`final_checkpoints`: ``last.ckpt``, or a
-checkpoint saved at the last step), and a new run never shares a checkpoint folder with an earlier one: only resuming
-(``--ckpt-path``) writes into it.
+``trainer`` settings. OmegaConf interpolations (``${trainer.default_root_dir}/checkpoints``) resolve after the
+command-line overrides (``--trainer.default_root_dir=...``). Every run ends with its final state saved in each
+checkpoint folder (:func:`final_checkpoints`), and only resuming (``--ckpt-path``) writes into an earlier run's.
 """
 
 from __future__ import annotations
