@@ -13,15 +13,8 @@ from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-from zoo.registry import (  # noqa: E402  (torch-free)
-    FileSpec,
-    ModelEntry,
-    UnknownModelError,
-    info,
-    list_models,
-    register_method,
-    register_model,
-)
+from zoo.registry import (FileSpec, ModelEntry, UnknownModelError, info, list_models,  # noqa: E402  (torch-free)
+                          register_method, register_model)
 
 # name -> "module:attribute", imported on first use
 _LAZY = {"load": "zoo.module:ZooModule.from_pretrained", "publish": "zoo.module:publish",
