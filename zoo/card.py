@@ -5,11 +5,7 @@ A model card is a YAML (or JSON) mapping of optional fields, which :data:`CARD_S
     name: my-model
     license: apache-2.0
     datasets: [my-data]
-    metrics:
-      - name: val_loss
-        value: 0.31
-        dataset: my-data
-        split: validation
+    metrics: [{name: val_loss, value: 0.31, dataset: my-data, split: validation}]
 
 The card is checked before anything is written; a bad one is a ``zoo.errors.CardError`` naming the file and the
 field. Torch-free, so the command line shows the format in ``--help`` and checks a card before it loads a model.
@@ -41,9 +37,7 @@ _METRIC_TEXT_FIELDS = ("name", "display", "task", "dataset", "dataset_name", "sp
 
 
 def _shown(value: Any) -> str:
-    if isinstance(value, dict):
-        return f"a mapping {value!r}"
-    return f"the {type(value).__name__} {value!r}"
+    return f"a mapping {value!r}" if isinstance(value, dict) else f"the {type(value).__name__} {value!r}"
 
 
 def _unknown(key: Any, known: list[str]) -> str:

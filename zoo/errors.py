@@ -38,10 +38,8 @@ class DownloadError(ZooError, RuntimeError):
 
 class ConfigError(ZooError, ValueError):
     """A model's config cannot be used: config.json is not valid JSON, names an unknown ``model_type`` or a newer
-    ``zoo_config_format``, or its hyperparameters have an unknown key or a value of the wrong type.
-
-    ``path`` is the config file when known (a nested decoder raises without it; ``zoo.load`` adds it).
-    """
+    ``zoo_config_format``, or its hyperparameters have an unknown key or a value of the wrong type. ``path`` is the
+    config file when known (a nested decoder raises without it; ``zoo.load`` adds it)."""
 
     def __init__(self, message: str, path: object = None):
         super().__init__(message)

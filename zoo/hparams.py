@@ -49,8 +49,7 @@ def type_name(kind: Any) -> str:
         return "None"
     if isinstance(kind, type) and not get_args(kind):
         return kind.__name__
-    text = str(kind).replace("typing.", "")
-    return text.replace("NoneType", "None")
+    return str(kind).replace("typing.", "").replace("NoneType", "None")
 
 
 def _fits(value: Any, kind: Any) -> bool:

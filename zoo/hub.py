@@ -119,10 +119,8 @@ def _check_hub_space(entry: ModelEntry, revision: str) -> None:
 def _fetch_hub(entry: ModelEntry) -> Path:
     """A released entry from its Hub home: no network call when every pinned file is cached and intact."""
     revision = entry.revision or "main"
-    try:
+    with contextlib.suppress(NotCached):
         return _hub_snapshot(entry, revision, local_only=True)
-    except NotCached:
-        pass
     if is_offline():
         raise _offline_error(entry, "HF_HUB_OFFLINE is set")
     if (unreachable := unreachable_hub()) is not None:
@@ -226,11 +224,8 @@ def _verified_regular_file(repo_id: str, path: str, commit: str, blob_id: str) -
 
 # ----------------------------------------------------------------------------- public
 def fetch(entry: ModelEntry) -> Path:
-    """Return a local folder with every file of ``entry``, each verified against its sha256.
-
-    Safe to call from several processes at once: a file lock per Hub repo (per model for upstream files)
-    serialises the first download.
-    """
+    """A local folder with every file of ``entry``, each verified against its sha256; safe to call from several
+    processes at once (a file lock per Hub repo, or per model for upstream files, serialises the first download)."""
     if entry.released:
         mirror = embedded_hub_dir() / entry.name
         if mirror.is_dir():  # read in place: nothing to download, nothing to lock

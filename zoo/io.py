@@ -130,11 +130,9 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
 
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; rename it into place only if the block succeeds.
-
-    Otherwise nothing is left: neither the temporary file nor a folder made for it. A full disk or a read-only
-    folder is a :func:`storage_error` naming ``path``.
-    """
+    """Yield a temporary path beside ``path``; rename it into place only if the block succeeds, else leave nothing
+    (neither the temporary file nor a folder made for it). A full disk or a read-only folder is a
+    :func:`storage_error` naming ``path``."""
     path = Path(path)
     missing = _missing_folders(path.parent)
     tmp = path.parent / f".{path.name}.{secrets.token_hex(8)}.tmp"
@@ -323,15 +321,12 @@ def _save_state_dict(state_dict: dict, directory: Path, max_shard_bytes: int, me
         write_safetensors(shards[0], directory / WEIGHTS_NAME, meta)
         return [WEIGHTS_NAME]
     (directory / WEIGHTS_NAME).unlink(missing_ok=True)
-    names, weight_map, total = [], {}, 0
-    for i, shard in enumerate(shards, 1):
-        name = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
+    names = [f"model-{i:05d}-of-{len(shards):05d}.safetensors" for i in range(1, len(shards) + 1)]
+    for name, shard in zip(names, shards):
         write_safetensors(shard, directory / name, meta)
-        names.append(name)
-        for key, t in shard.items():
-            weight_map[key] = name
-            total += t.nbytes
-    write_json_atomic(directory / WEIGHTS_INDEX_NAME, {"metadata": {"total_size": total}, "weight_map": weight_map})
+    index = {"metadata": {"total_size": sum(t.nbytes for t in tensors.values())},
+             "weight_map": {key: name for name, shard in zip(names, shards) for key in shard}}
+    write_json_atomic(directory / WEIGHTS_INDEX_NAME, index)
     return [*names, WEIGHTS_INDEX_NAME]
 
 

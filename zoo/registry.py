@@ -113,11 +113,8 @@ class ModelEntry:
         return bool(self.files)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["files"] = [asdict(f) for f in self.files]
-        d["upstream"] = [asdict(f) for f in self.upstream]
-        d["hub_repo"] = self.hub_repo
-        return d
+        return {**asdict(self), "files": [asdict(f) for f in self.files],
+                "upstream": [asdict(f) for f in self.upstream], "hub_repo": self.hub_repo}
 
 
 # ----------------------------------------------------------------------------- pins files

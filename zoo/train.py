@@ -112,9 +112,7 @@ def _check_checkpoint_folders_unused(trainer) -> None:
     folder, is set only when fit starts.)"""
     for callback in trainer.checkpoint_callbacks:
         folder = callback.dirpath
-        if not (folder and os.path.isdir(folder)):
-            continue
-        if any(name.endswith(callback.FILE_EXTENSION) for name in os.listdir(folder)):
+        if folder and os.path.isdir(folder) and any(n.endswith(callback.FILE_EXTENSION) for n in os.listdir(folder)):
             root = os.path.abspath(trainer.default_root_dir)
             moves = os.path.commonpath([root, os.path.abspath(folder)]) == root
             elsewhere = ("--trainer.default_root_dir=ANOTHER_FOLDER" if moves

@@ -1,11 +1,10 @@
 """Convert official EScAIP weights into zoo repos (``config.json`` + ``model.safetensors``).
 
 Two sources:
-  * a fairchem inference checkpoint (a pickle of ``MLIPInferenceCheckpoint``). It is read with
-    ``torch.load(weights_only=True)``; the one fairchem class it names is allow-listed as a local stand-in
-    dataclass, so fairchem is never imported and nothing else can be unpickled;
-  * a state dict (``.safetensors`` or ``.pt``) with fairchem key names plus a JSON file holding
-    ``backbone_kwargs`` and ``heads`` (the layout of the reference fixtures' ``*_config.json``).
+  * a fairchem inference checkpoint (a pickle of ``MLIPInferenceCheckpoint``), read with ``weights_only=True``: the
+    one fairchem class it names is allow-listed as a local stand-in dataclass, so fairchem is never imported;
+  * a state dict (``.safetensors`` or ``.pt``) with fairchem key names plus a JSON file holding ``backbone_kwargs``
+    and ``heads`` (the layout of the reference fixtures' ``*_config.json``).
 """
 
 from __future__ import annotations

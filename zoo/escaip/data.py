@@ -144,8 +144,7 @@ class AtomCountBatchSampler(ResumableBatchSampler):
             raise ValueError(f"max_atoms must be positive, got {max_atoms}")
         super().__init__(sampler, len(atom_counts), drop_last=drop_last, shuffle=shuffle, seed=seed,
                          resume_at=resume_at)
-        self.atom_counts = list(atom_counts)
-        self.max_atoms = max_atoms
+        self.atom_counts, self.max_atoms = list(atom_counts), max_atoms
         self._count = len(self._pack(0))  # batches in every epoch, before DDP's dealing
 
     @property
@@ -229,19 +228,16 @@ def fit_target_scaling(samples: Sequence[Sample], max_num_elements: int) -> dict
     forces = np.concatenate([s["forces"].ravel() for s in samples])
     rmsd = float(np.sqrt(np.mean(forces**2))) if forces.size and np.any(forces) else 0.0
     if rmsd <= 0:
-        natoms = counts.sum(1)
-        rmsd = float(np.std(residual / natoms)) or 1.0
+        rmsd = float(np.std(residual / counts.sum(1))) or 1.0
     return {"element_references": refs, "energy_mean": float(residual.mean()), "energy_rmsd": rmsd, "forces_rmsd": rmsd,
             "stress_rmsd": rmsd, "supported_elements": present}
 
 
 # ----------------------------------------------------------------------------- datamodule
 class EScAIPDataModule(MidEpochResume, L.LightningDataModule):
-    """Structures from extxyz files / ASE databases, batched by atom count.
-
-    ``train`` and ``val`` are paths (or lists of paths). Without ``val``, a seeded ``val_fraction`` of the
-    training structures is held out. A run resumed from a mid-epoch checkpoint goes on with the batches it had left.
-    """
+    """Structures from extxyz files / ASE databases (``train``, ``val``: paths or lists of paths), batched by atom
+    count. Without ``val``, a seeded ``val_fraction`` of the training structures is held out. A run resumed from a
+    mid-epoch checkpoint goes on with the batches it had left."""
 
     def __init__(self, train: str | list[str], val: str | list[str] | None = None, val_fraction: float = 0.1,
                  exclude: list[str] | None = None, max_atoms_per_batch: int = 256, num_workers: int = 0, seed: int = 0):
