@@ -1,8 +1,6 @@
 """Checking hyperparameters against what a constructor accepts: unknown keys (with the closest valid names) and
-values of the wrong type, read from the signature's and the config dataclasses' annotations.
-
-Every method's configs go through here, so a typo or a wrong type in config.json or a recipe gives one message
-that names the key, whatever the method. Torch-free, so plain model files can use it.
+values of the wrong type, read from the signature's and the config dataclasses' annotations. Every method's configs go
+through here, so a typo in config.json or a recipe gives one message naming the key. Torch-free.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """``ZooModule``: the LightningModule base every method's modules derive from.
 
-A subclass sets ``model_type`` (its registry key) and ``method``, takes plain-typed ``__init__`` arguments
-and calls ``self.save_hyperparameters()``. Those hyperparameters are the whole architecture config: they go
-to ``config.json`` and rebuild the module (on the meta device) when it is loaded, so they must be plain
-JSON containers, never DictConfig or tensors.
+A subclass sets ``model_type`` (its registry key) and ``method``, takes plain-typed ``__init__`` arguments and calls
+``self.save_hyperparameters()``. Those hyperparameters are the whole architecture config: they go to ``config.json``
+and rebuild the module (on the meta device) when it is loaded, so they must be plain JSON containers.
 """
 
 from __future__ import annotations

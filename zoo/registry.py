@@ -1,8 +1,8 @@
 """The catalog: named models, the methods that build them, and how to find both.
 
-Nothing here imports torch, so ``zoo.list_models()`` and ``zoo info`` stay fast. A method is a
-subpackage of ``zoo`` (or a distribution exposing a ``zoo.methods`` entry point) whose ``__init__``
-calls :func:`register_method` with *dotted paths* to its heavy parts; they are imported only when used.
+Nothing here imports torch, so ``zoo.list_models()`` and ``zoo info`` stay fast. A method is a subpackage of ``zoo``
+(or a distribution exposing a ``zoo.methods`` entry point) whose ``__init__`` calls :func:`register_method` with
+*dotted paths* to its heavy parts; they are imported only when used.
 """
 
 from __future__ import annotations
