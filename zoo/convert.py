@@ -81,12 +81,10 @@ def preview(keys: list[str]) -> str:
 
 def map_keys(source: Mapping[str, T], rules: Iterable[tuple[str, str | None]], *,
              expected: Iterable[str] = (), what: str = "the checkpoint") -> dict[str, T]:
-    """``source`` with its keys renamed by ``rules``, every key accounted for.
-
-    A rule ``(old, new)`` whose ``old`` is empty or ends with "." renames the keys under that prefix; any other ``old``
-    is one whole key. The first rule that matches a key wins; ``new=None`` drops the key as known to be unused. Source
-    keys that no rule matches, and ``expected`` target keys that nothing maps to, are one InputError naming both.
-    """
+    """``source`` with its keys renamed by ``rules``, every key accounted for. A rule ``(old, new)`` whose ``old`` is
+    empty or ends with "." renames the keys under that prefix, any other ``old`` one whole key; the first match wins,
+    and ``new=None`` drops the key as known to be unused. Source keys no rule matches and ``expected`` target keys
+    nothing maps to are one InputError naming both."""
     rules = list(rules)
     out: dict[str, T] = {}
     unused = []

@@ -134,11 +134,9 @@ def _fetch_hub(entry: ModelEntry) -> Path:
 
 # ----------------------------------------------------------------------------- any Hub repo (hf://)
 def fetch_hf(repo_id: str, revision: str | None = None) -> Path:
-    """Any Hub repo at ``revision`` (branch, tag or commit; default ``main``), verified against the Hub's hashes.
-
-    The Hub's file metadata stands in for catalog pins: LFS files carry their sha256; regular files are
-    checked against their git blob id. The resolved manifest is saved under ``$ZOO_HOME/manifests`` so that a
-    commit loads later with no network call, and a branch loads from its last manifest when the network is down.
+    """Any Hub repo at ``revision`` (branch, tag or commit; default ``main``), verified against the Hub's hashes (an
+    LFS file's sha256, a regular file's git blob id) in place of catalog pins. The manifest is saved under
+    ``$ZOO_HOME/manifests``: a commit loads later with no network call, a branch from its last manifest when offline.
     """
     with _lock("hf", repo_id):
         entry = _hf_entry(repo_id, revision or "main")

@@ -190,11 +190,8 @@ def register_model(entry: ModelEntry) -> ModelEntry:
 
 
 def discover() -> None:
-    """Import every method package once: ``zoo.<sub>`` subpackages and ``zoo.methods`` entry points.
-
-    A built-in method that fails to import is a bug and raises; a third-party plugin that fails only warns,
-    so one broken plugin cannot take the whole zoo down.
-    """
+    """Import every method package once: ``zoo.<sub>`` subpackages and ``zoo.methods`` entry points. A built-in
+    method that fails to import is a bug and raises; a plugin that fails only warns, not taking the zoo down."""
     global _discovered
     if _discovered:
         return
