@@ -13,36 +13,16 @@ from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-from zoo.registry import (  # noqa: E402  (torch-free)
-    FileSpec,
-    ModelEntry,
-    UnknownModelError,
-    info,
-    list_models,
-    register_method,
-    register_model,
-)
+from zoo.registry import (FileSpec, ModelEntry, UnknownModelError, info, list_models,  # noqa: E402  (torch-free)
+                          register_method, register_model)
 
 # name -> "module:attribute", imported on first use
-_LAZY = {
-    "load": "zoo.module:ZooModule.from_pretrained",
-    "publish": "zoo.module:publish",
-    "download": "zoo.hub:download",
-    "ZooModule": "zoo.module:ZooModule",
-    "IntegrityError": "zoo.errors:IntegrityError",
-    "OfflineError": "zoo.errors:OfflineError",
-}
+_LAZY = {"load": "zoo.module:ZooModule.from_pretrained", "publish": "zoo.module:publish",
+         "download": "zoo.hub:download", "ZooModule": "zoo.module:ZooModule",
+         "IntegrityError": "zoo.errors:IntegrityError", "OfflineError": "zoo.errors:OfflineError"}
 
-__all__ = [
-    "FileSpec",
-    "ModelEntry",
-    "UnknownModelError",
-    "info",
-    "list_models",
-    "register_method",
-    "register_model",
-    *_LAZY,
-]
+__all__ = ["FileSpec", "ModelEntry", "UnknownModelError", "info", "list_models", "register_method", "register_model",
+           *_LAZY]
 
 if TYPE_CHECKING:
     from zoo.errors import IntegrityError, OfflineError

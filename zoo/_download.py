@@ -1,9 +1,7 @@
 """The authors' official files of an entry not released yet, on local disk and converted once.
 
-A file hosted on the Hub (``hf://`` url) comes through the HF cache. Any other url is downloaded into
-``$ZOO_HOME/downloads``: a partial download resumes with HTTP Range, connection errors and 5xx/429 answers are
-retried with backoff (``Retry-After`` honoured), Google Drive's "can't scan this file for viruses" form is followed,
-and the sha256 is checked before the file appears. A file whose hash the catalog lacks is pinned by its first
+A file hosted on the Hub (``hf://`` url) comes through the HF cache; any other is downloaded into
+``$ZOO_HOME/downloads`` (see :func:`_download_url`). A file whose hash the catalog lacks is pinned by its first
 download (trust on first use, in ``$ZOO_HOME/pins``). The converter's output is kept under ``$ZOO_HOME/converted``,
 keyed by the pins of its inputs.
 """

@@ -69,10 +69,8 @@ def _hub_error(err: BaseException, repo_id: str, revision: str | None, path: str
 def hub_errors(repo_id: str, revision: str | None = None, path: str | None = None, *,
                upload: bool = False) -> Iterator[None]:
     """Turn any ``huggingface_hub`` failure inside the block into one zoo error (``HubError``/``OfflineError``, or a
-    ``StorageError`` when the HF cache's disk is full or read-only).
-
-    The client's own retry warnings ("Retrying in 2s") are held back meanwhile: when the retries fail, the zoo
-    error says what happened in one line."""
+    ``StorageError`` when the HF cache's disk is full or read-only). The client's retry warnings ("Retrying in 2s")
+    are held back meanwhile: when the retries fail, the zoo error says what happened in one line."""
     client_log = logging.getLogger("huggingface_hub")
     level = client_log.level
     client_log.setLevel(logging.ERROR)

@@ -1,8 +1,6 @@
 """One file of a Hub repo on local disk, checked: the HF cache's copy when it is intact (no network call), else a
-download through the HF cache judged by a check, and downloaded once more when the transfer damaged it.
-
-Also the quick answer to whether the Hub can be reached at all: with no network ``huggingface_hub`` retries each
-file for about 25 s before giving up.
+download through the HF cache judged by a check, and downloaded once more when the transfer damaged it. Also the
+quick answer to whether the Hub can be reached at all (:func:`unreachable_hub`).
 """
 
 from __future__ import annotations

@@ -1,29 +1,24 @@
 """The zoo's one way to import Lightning: without the optional packages torchmetrics would drag in.
 
-``import lightning`` imports torchmetrics (Lightning probes its version by importing it, and LightningModule
-handles its metrics), and torchmetrics' ``__init__`` eagerly imports every metric family whose optional package
-is installed: transformers (BERTScore, InfoLM, CLIP), torchvision (image and detection metrics), matplotlib
-(``Metric.plot``) and scipy.signal (a compatibility patch). On two cores that is ~6 s of an ~8 s
-``import lightning``, for nothing ``zoo.load`` needs: the zoo's modules use plain metrics (MAE, cosine) and
-import transformers, torchvision or timm themselves where they use them.
+``import lightning`` imports torchmetrics, whose ``__init__`` eagerly imports every metric family whose optional
+package is installed: transformers, torchvision, matplotlib (``Metric.plot``) and scipy.signal. On two cores that is
+~6 s of an ~8 s ``import lightning``, for nothing ``zoo.load`` needs (the zoo's modules import those packages
+themselves where they use them).
 
-So while the first ``import lightning`` of a process runs, the availability probes of Lightning and torchmetrics
-see those packages as absent (:data:`DEFERRED`), which is the only influence the zoo has on other libraries'
-imports. They stay absent *to those probes* for the rest of the process: torchmetrics' BERTScore, CLIPScore,
-LPIPS, detection IoUs, ``.plot()`` and Lightning's learning-rate-finder plot report their package as missing.
-The packages themselves import normally afterwards. Nothing is hidden when Lightning or torchmetrics is already
-imported (import either before the zoo to keep every torchmetrics metric) or when ``ZOO_LEAN_IMPORT=0``.
+So while the first ``import lightning`` of a process runs, the availability probes of Lightning and torchmetrics see
+:data:`DEFERRED` as absent, and keep seeing them so for the rest of the process: torchmetrics' BERTScore, CLIPScore,
+LPIPS, detection IoUs, ``.plot()`` and the learning-rate-finder plot report their package as missing. The packages
+themselves import normally afterwards. Nothing is hidden when Lightning or torchmetrics is already imported (import
+either before the zoo to keep every metric) or when ``ZOO_LEAN_IMPORT=0``.
 
-Lightning also imports ``torch._dynamo`` (~2.5 s of ``torch.compile`` machinery: sympy, triton, FSDP) for two
-``@torch.compiler.disable`` decorators and ``isinstance(x, OptimizedModule)`` checks. Until something imports
-``torch._dynamo`` nothing can be compiled, so both are deferred: during the import Lightning sees a stand-in
-(:class:`_DynamoStandIn`), and the first real ``import torch._dynamo`` (``torch.compile`` does it) applies the
-real decorators and classes, leaving Lightning exactly as it would have been (see :func:`_defer_dynamo`). The
-stand-in knows what Lightning's import takes from ``torch._dynamo``, so it is used only with the releases it is tested
-on (:data:`DYNAMO_STAND_IN_TESTED`); with others Lightning imports ``torch._dynamo`` itself, ~2.5 s slower.
+Lightning also imports ``torch._dynamo`` (~2.5 s) for two ``@torch.compiler.disable`` decorators and
+``isinstance(x, OptimizedModule)`` checks, needless until something compiles. During the import Lightning sees a
+stand-in (:class:`_DynamoStandIn`), and the first real ``import torch._dynamo`` applies the real decorators and
+classes (:func:`_defer_dynamo`). The stand-in is used only with the releases it is tested on
+(:data:`DYNAMO_STAND_IN_TESTED`); with others Lightning imports ``torch._dynamo`` itself.
 
-Every ``import lightning`` of the zoo is this module's (tests/core/test_lean_import.py checks), so what is hidden does
-not depend on which zoo module a process imports first; the Lightning names the zoo uses are imported from here.
+Every ``import lightning`` of the zoo is this module's (tests/core/test_lean_import.py checks), so start-up does not
+depend on which zoo module a process imports first.
 """
 
 from __future__ import annotations
@@ -112,9 +107,7 @@ def _import_lightning():
     return lightning
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# torch._dynamo, deferred until something imports it
-# ----------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------- torch._dynamo, deferred until imported
 
 
 def _real_dynamo() -> types.ModuleType | None:
@@ -224,20 +217,14 @@ class _DynamoImportHook:
         return spec
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# torch and torchvision: one matched pair
-# ----------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------- torch and torchvision: a matched pair
 
 
 def _check_torchvision() -> None:
     """Refuse a torchvision whose operators cannot load into this torch, as one error saying how to install a
-    matched pair.
-
-    A torchvision built for another torch (PyPI's CUDA build beside a CPU torch, or another release) fails at its
-    import as "operator torchvision::nms does not exist", wherever it is first imported: inside Lightning, timm, or
-    transformers, which reports it as a missing class. Loading its operator libraries directly, as torchvision
-    does, shows the mismatch in milliseconds (importing torchvision takes seconds).
-    """
+    matched pair. Otherwise it fails as "operator torchvision::nms does not exist" wherever it is first imported
+    (inside Lightning, timm, or transformers, which reports a missing class); loading its operator libraries
+    directly shows the mismatch in milliseconds."""
     if "torchvision" in sys.modules:
         return
     spec = importlib.util.find_spec("torchvision")
@@ -256,11 +243,10 @@ def _check_torchvision() -> None:
 
             torch_version, _, build = version("torch").partition("+")
             index = f" --index-url https://download.pytorch.org/whl/{build}" if build else ""
-            raise InstallError(
-                f"torchvision {version('torchvision')} was built for another torch than this torch {version('torch')}"
-                f" (its operators do not load: {str(err).splitlines()[0]}); install torch and torchvision as a "
-                f"matched pair, from one index: pip install --force-reinstall torch=={torch_version} torchvision"
-                f"{index}") from None
+            raise InstallError(f"torchvision {version('torchvision')} was built for another torch than this torch "
+                               f"{version('torch')} (its operators do not load: {str(err).splitlines()[0]}); install "
+                               "torch and torchvision as a matched pair, from one index: pip install "
+                               f"--force-reinstall torch=={torch_version} torchvision{index}") from None
 
 
 _check_torchvision()

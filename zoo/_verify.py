@@ -1,9 +1,7 @@
 """Pins and their checks: a file's sha256 and size, measured for a folder (what a catalog entry pins) and checked
-before any file reaches a model.
-
-Hashing a multi-GB file on every load would dominate load time, so a successful check is remembered (keyed by path,
-size, mtime and inode) under ``$ZOO_HOME/verified``; with a read-only ``ZOO_HOME`` every load hashes again. A file
-of the HF cache is also checked against what the server announced for it (its ETag: an LFS sha256 or a git blob id).
+before any file reaches a model. A successful check is remembered (keyed by path, size, mtime and inode) under
+``$ZOO_HOME/verified``, so a multi-GB file is not hashed on every load. A file of the HF cache is also checked
+against what the server announced for it (its ETag: an LFS sha256 or a git blob id).
 """
 
 from __future__ import annotations

@@ -5,11 +5,7 @@ A model card is a YAML (or JSON) mapping of optional fields, which :data:`CARD_S
     name: my-model
     license: apache-2.0
     datasets: [my-data]
-    metrics:
-      - name: val_loss
-        value: 0.31
-        dataset: my-data
-        split: validation
+    metrics: [{name: val_loss, value: 0.31, dataset: my-data, split: validation}]
 
 The card is checked before anything is written; a bad one is a ``zoo.errors.CardError`` naming the file and the
 field. Torch-free, so the command line shows the format in ``--help`` and checks a card before it loads a model.
@@ -29,12 +25,10 @@ TEMPLATE_PATH = Path(__file__).resolve().parent / "MODEL_CARD_TEMPLATE.md"  # pa
 __all__ = ["CARD_SUMMARY", "check_card", "load_card"]
 
 # the card format, for error messages and --help
-CARD_SUMMARY = (
-    "a card is a YAML/JSON mapping of optional fields: name, description, paper, license, usage, recipe, training, "
-    "limitations, citation, base_model (text); tags, datasets (lists of text); metrics (a list of mappings such as "
-    "{name: val_loss, value: 0.31, dataset: my-data, split: validation}: name and value required, optionally "
-    "display, task, dataset, dataset_name, split)"
-)
+CARD_SUMMARY = ("a card is a YAML/JSON mapping of optional fields: name, description, paper, license, usage, recipe, "
+                "training, limitations, citation, base_model (text); tags, datasets (lists of text); metrics (a list "
+                "of mappings such as {name: val_loss, value: 0.31, dataset: my-data, split: validation}: name and "
+                "value required, optionally display, task, dataset, dataset_name, split)")
 
 _TEXT_FIELDS = ("name", "description", "paper", "license", "usage", "recipe", "training", "limitations", "citation",
                 "base_model")
@@ -43,9 +37,7 @@ _METRIC_TEXT_FIELDS = ("name", "display", "task", "dataset", "dataset_name", "sp
 
 
 def _shown(value: Any) -> str:
-    if isinstance(value, dict):
-        return f"a mapping {value!r}"
-    return f"the {type(value).__name__} {value!r}"
+    return f"a mapping {value!r}" if isinstance(value, dict) else f"the {type(value).__name__} {value!r}"
 
 
 def _unknown(key: Any, known: list[str]) -> str:
@@ -85,11 +77,8 @@ def check_card(card: Any, source: str = "the model card") -> dict[str, Any]:
         for key, value in metric.items():
             if key != "value" and key not in _METRIC_TEXT_FIELDS:
                 raise fail(f"{where}: " + _unknown(key, sorted(("value", *_METRIC_TEXT_FIELDS))))
-            if key == "value":
-                ok = isinstance(value, (int, float, str)) and not isinstance(value, bool)
-            else:
-                ok = value is None or isinstance(value, str)
-            if not ok:
+            if not (isinstance(value, (int, float, str)) and not isinstance(value, bool) if key == "value"
+                    else value is None or isinstance(value, str)):
                 raise fail(f"{where}.{key} must be {'a number or text' if key == 'value' else 'text'}, "
                            f"got {_shown(value)}")
     return card
@@ -118,44 +107,21 @@ def render_card(model, files: dict[str, dict[str, Any]], card: dict[str, Any] | 
     fields = {**model.model_card_fields(), **(card or {})}
     name = fields.get("name") or model.model_type
     metrics = fields.get("metrics", [])
-    eval_results = [
-        EvalResult(
-            task_type=m.get("task", "other"),
-            dataset_type=m.get("dataset", "custom"),
-            dataset_name=m.get("dataset_name", m.get("dataset", "custom")),
-            dataset_split=m.get("split"),
-            metric_type=m["name"],
-            metric_name=m.get("display", m["name"]),
-            metric_value=m["value"],
-        )
-        for m in metrics
-    ]
-    data = ModelCardData(
-        library_name="zoo",
-        license=fields.get("license", "apache-2.0"),
-        tags=sorted(set(fields.get("tags", []))),
-        datasets=fields.get("datasets") or None,
-        base_model=fields.get("base_model"),
-        model_name=name,
-        eval_results=eval_results or None,
-    )
+    eval_results = [EvalResult(task_type=m.get("task", "other"), dataset_type=m.get("dataset", "custom"),
+                               dataset_name=m.get("dataset_name", m.get("dataset", "custom")),
+                               dataset_split=m.get("split"), metric_type=m["name"],
+                               metric_name=m.get("display", m["name"]), metric_value=m["value"]) for m in metrics]
+    data = ModelCardData(library_name="zoo", license=fields.get("license", "apache-2.0"),
+                         tags=sorted(set(fields.get("tags", []))), datasets=fields.get("datasets") or None,
+                         base_model=fields.get("base_model"), model_name=name, eval_results=eval_results or None)
     if not TEMPLATE_PATH.exists():
         raise FileNotFoundError(f"the model card template {TEMPLATE_PATH} is missing from this installation")
-    rendered = ModelCard.from_template(
-        data,
-        template_path=str(TEMPLATE_PATH),
-        name=name,
-        method=model.method,
-        model_type=model.model_type,
-        description=fields.get("description", ""),
-        paper=fields.get("paper", ""),
-        usage=fields.get("usage") or f'import zoo\nmodel = zoo.load("{name}")',
-        metrics=metrics,
-        recipe=fields.get("recipe", ""),
-        training=fields.get("training", ""),
-        limitations=fields.get("limitations", ""),
-        citation=fields.get("citation", ""),
-        config=model.config if config is None else config,
-        files=files,
-    )
+    rendered = ModelCard.from_template(data, template_path=str(TEMPLATE_PATH), name=name, method=model.method,
+                                       model_type=model.model_type, description=fields.get("description", ""),
+                                       paper=fields.get("paper", ""),
+                                       usage=fields.get("usage") or f'import zoo\nmodel = zoo.load("{name}")',
+                                       metrics=metrics, recipe=fields.get("recipe", ""),
+                                       training=fields.get("training", ""), limitations=fields.get("limitations", ""),
+                                       citation=fields.get("citation", ""),
+                                       config=model.config if config is None else config, files=files)
     return str(rendered)

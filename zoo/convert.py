@@ -26,10 +26,9 @@ _REFUSED = re.compile(r"Unsupported global: GLOBAL (\S+) was not an allowed glob
 
 def _refuse(path: Path, names: list[str], allow: list[Allowed], what: str) -> InputError:
     extra = "".join(f", {a[1]}" if isinstance(a, tuple) else f", {a.__module__}.{a.__qualname__}" for a in allow)
-    return InputError(
-        f"{path} names {', '.join(sorted(names))}, which {what} never holds, so it is not unpickled (only tensors, "
-        f"plain containers{extra} are allowed): use the official file, or re-save it as a plain state dict "
-        "(torch.save(model.state_dict(), path))")
+    return InputError(f"{path} names {', '.join(sorted(names))}, which {what} never holds, so it is not unpickled "
+                      f"(only tensors, plain containers{extra} are allowed): use the official file, or re-save it as a "
+                      "plain state dict (torch.save(model.state_dict(), path))")
 
 
 def safe_torch_load(path: str | os.PathLike, allow: Iterable[Allowed] = (), *, what: str = "a checkpoint") -> Any:
@@ -37,10 +36,9 @@ def safe_torch_load(path: str | os.PathLike, allow: Iterable[Allowed] = (), *, w
     "module.Name")`` pairs that read a class the pickle names as a local one.
 
     Memory-mapped, tensors are read when touched and a converter releases them once written
-    (``zoo.io.releasing_pages``): a multi-GB file converts in about one tensor of memory. Legacy (pre-zip) files
-    cannot be mapped and are read whole. A global outside ``allow`` and torch's safe set, or a web page saved in
-    place of a download, is an InputError naming the file (``what``: what it should be); an unreadable file is a
-    DamagedFileError.
+    (``zoo.io.releasing_pages``): a multi-GB file converts in about one tensor of memory. Legacy (pre-zip) files cannot
+    be mapped and are read whole. A global outside ``allow`` and torch's safe set, or a web page saved in place of a
+    download, is an InputError naming the file (``what``: what it should be); an unreadable file is a DamagedFileError.
     """
     path = Path(path)
     if not path.is_file():
@@ -48,9 +46,8 @@ def safe_torch_load(path: str | os.PathLike, allow: Iterable[Allowed] = (), *, w
     with open(path, "rb") as f:
         head = f.read(512)
     if head.lstrip().lower().startswith((b"<!doctype", b"<html")):
-        raise InputError(
-            f"{path} is an HTML page, not {what} (a download link answered with a web page, e.g. Google Drive's "
-            "confirmation page): download the file in a browser and convert that")
+        raise InputError(f"{path} is an HTML page, not {what} (a download link answered with a web page, e.g. Google "
+                         "Drive's confirmation page): download the file in a browser and convert that")
     allow = list(allow)
     mapped = head.startswith(_ZIP_MAGIC)
     try:
@@ -84,12 +81,10 @@ def preview(keys: list[str]) -> str:
 
 def map_keys(source: Mapping[str, T], rules: Iterable[tuple[str, str | None]], *,
              expected: Iterable[str] = (), what: str = "the checkpoint") -> dict[str, T]:
-    """``source`` with its keys renamed by ``rules``, every key accounted for.
-
-    A rule ``(old, new)`` whose ``old`` is empty or ends with "." renames the keys under that prefix; any other ``old``
-    is one whole key. The first rule that matches a key wins; ``new=None`` drops the key as known to be unused. Source
-    keys that no rule matches, and ``expected`` target keys that nothing maps to, are one InputError naming both.
-    """
+    """``source`` with its keys renamed by ``rules``, every key accounted for. A rule ``(old, new)`` whose ``old`` is
+    empty or ends with "." renames the keys under that prefix, any other ``old`` one whole key; the first match wins,
+    and ``new=None`` drops the key as known to be unused. Source keys no rule matches and ``expected`` target keys
+    nothing maps to are one InputError naming both."""
     rules = list(rules)
     out: dict[str, T] = {}
     unused = []

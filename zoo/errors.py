@@ -1,16 +1,14 @@
 """The zoo's exceptions. Every one of them is a user-facing problem: the CLI prints it as one ``zoo: error:`` line.
 
-Torch-free, so the CLI can catch them without importing a model stack. Each message names the file or model and
-the fix. Where a caller may already catch a builtin (``ValueError``, ``FileNotFoundError``), the zoo's error
-subclasses it too.
+Torch-free, so the CLI can catch them without importing a model stack. Each message names the file or model and the fix.
+Where a caller may already catch a builtin (``ValueError``, ``FileNotFoundError``), the zoo's error subclasses it too.
 """
 
 from __future__ import annotations
 
-__all__ = [
-    "ZooError", "HubError", "IntegrityError", "RepoChangedError", "OfflineError", "DownloadError", "ConfigError",
-    "DamagedFileError", "CardError", "InputError", "StorageError", "DiskFullError", "ReadOnlyError", "InstallError",
-]
+__all__ = ["ZooError", "HubError", "IntegrityError", "RepoChangedError", "OfflineError", "DownloadError", "ConfigError",
+           "DamagedFileError", "CardError", "InputError", "StorageError", "DiskFullError", "ReadOnlyError",
+           "InstallError"]
 
 
 class ZooError(Exception):
@@ -40,10 +38,8 @@ class DownloadError(ZooError, RuntimeError):
 
 class ConfigError(ZooError, ValueError):
     """A model's config cannot be used: config.json is not valid JSON, names an unknown ``model_type`` or a newer
-    ``zoo_config_format``, or its hyperparameters have an unknown key or a value of the wrong type.
-
-    ``path`` is the config file when known (a nested decoder raises without it; ``zoo.load`` adds it).
-    """
+    ``zoo_config_format``, or its hyperparameters have an unknown key or a value of the wrong type. ``path`` is the
+    config file when known (a nested decoder raises without it; ``zoo.load`` adds it)."""
 
     def __init__(self, message: str, path: object = None):
         super().__init__(message)

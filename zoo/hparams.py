@@ -1,8 +1,6 @@
 """Checking hyperparameters against what a constructor accepts: unknown keys (with the closest valid names) and
-values of the wrong type, read from the signature's and the config dataclasses' annotations.
-
-Every method's configs go through here, so a typo or a wrong type in config.json or a recipe gives one message
-that names the key, whatever the method. Torch-free, so plain model files can use it.
+values of the wrong type, read from the signature's and the config dataclasses' annotations. Every method's configs go
+through here, so a typo in config.json or a recipe gives one message naming the key. Torch-free.
 """
 
 from __future__ import annotations
@@ -49,8 +47,7 @@ def type_name(kind: Any) -> str:
         return "None"
     if isinstance(kind, type) and not get_args(kind):
         return kind.__name__
-    text = str(kind).replace("typing.", "")
-    return text.replace("NoneType", "None")
+    return str(kind).replace("typing.", "").replace("NoneType", "None")
 
 
 def _fits(value: Any, kind: Any) -> bool:
@@ -76,9 +73,8 @@ def _fits(value: Any, kind: Any) -> bool:
             return len(value) == len(args) and all(_fits(v, a) for v, a in zip(value, args))
         return not args or all(_fits(v, args[0]) for v in value)
     if kind is dict or origin in (dict, collections.abc.Mapping):
-        if not isinstance(value, dict):
-            return False
-        return not args or all(_fits(k, args[0]) and _fits(v, args[1]) for k, v in value.items())
+        return isinstance(value, dict) and (not args or all(_fits(k, args[0]) and _fits(v, args[1])
+                                                            for k, v in value.items()))
     if dataclasses.is_dataclass(kind):
         return isinstance(value, (dict, kind))
     if isinstance(kind, type):
@@ -122,14 +118,17 @@ def _hints(fn: Callable) -> dict[str, Any]:
         return hints
 
 
-def _unknown_message(unknown: list[str], known: list[str], what: str) -> str:
-    hints = []
-    for key in unknown:
-        close = closest(key, known)
-        if close:
-            hints.append(f"{key!r}: did you mean {' or '.join(map(repr, close))}?")
-    return (f"unknown {what} options {unknown}"
-            + (f" ({'; '.join(hints)})" if hints else "") + f"; valid options: {', '.join(known)}")
+def _check_keys(values: dict[str, Any], known: list[str] | None, required: list[str], where: str, what: str | None,
+                owner: Any) -> None:
+    """Unknown keys (with the closest valid names; unchecked when ``known`` is None) or missing ones: a ConfigError."""
+    unknown = sorted(set(values) - set(known)) if known is not None else []
+    if unknown:
+        hints = [f"{key!r}: did you mean {' or '.join(map(repr, close))}?" for key in unknown
+                 if (close := closest(key, known))]
+        raise ConfigError(f"unknown {what or where} options {unknown}" + (f" ({'; '.join(hints)})" if hints else "")
+                          + f"; valid options: {', '.join(known)}")
+    if missing := [name for name in required if name not in values]:
+        raise ConfigError(f"{where} lacks {', '.join(missing)} (required by {owner})")
 
 
 def check_arguments(fn: Callable, values: dict[str, Any], where: str, what: str | None = None) -> None:
@@ -139,18 +138,11 @@ def check_arguments(fn: Callable, values: dict[str, Any], where: str, what: str 
     (default: ``where``).
     """
     init = fn.__init__ if isinstance(fn, type) else fn
-    params = dict(inspect.signature(init).parameters)
-    params.pop("self", None)
-    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        named = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-        unknown = sorted(set(values) - set(named))
-        if unknown:
-            raise ConfigError(_unknown_message(unknown, named, what or where))
-    missing = [n for n, p in params.items() if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD,
-                                                                                    p.KEYWORD_ONLY)
-               and n not in values]
-    if missing:
-        raise ConfigError(f"{where} lacks {', '.join(missing)} (required by {getattr(fn, '__qualname__', fn)})")
+    params = [p for name, p in inspect.signature(init).parameters.items() if name != "self"]
+    named = [p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    known = None if any(p.kind is p.VAR_KEYWORD for p in params) else [p.name for p in named]
+    _check_keys(values, known, [p.name for p in named if p.default is p.empty], where, what,
+                getattr(fn, "__qualname__", fn))
     hints = _hints(init)
     for key, value in values.items():
         if key in hints:
@@ -162,14 +154,8 @@ def dataclass_from_dict(cls: type, values: dict[str, Any] | None, where: str, wh
     of the wrong type are a ConfigError, and so is a value the dataclass itself rejects (``__post_init__``)."""
     values = dict(values or {})
     fields = [f for f in dataclasses.fields(cls) if f.init]
-    names = [f.name for f in fields]
-    unknown = sorted(set(values) - set(names))
-    if unknown:
-        raise ConfigError(_unknown_message(unknown, sorted(names), what or where))
-    missing = [f.name for f in fields if f.name not in values
-               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
-    if missing:
-        raise ConfigError(f"{where} lacks {', '.join(missing)} (required by {cls.__name__})")
+    _check_keys(values, sorted(f.name for f in fields), [f.name for f in fields if f.default is dataclasses.MISSING
+                and f.default_factory is dataclasses.MISSING], where, what, cls.__name__)
     hints = _hints(cls)
     kwargs = {k: check_value(v, hints[k], f"{where}.{k}") if k in hints else v for k, v in values.items()}
     try:

@@ -1,25 +1,15 @@
 """The hub layer: get a model's files onto local disk, verified, wherever they live, and put a repo on the Hub.
 
-A catalog entry's zoo repo (config.json, safetensors, card) is pinned by sha256 and size. It is read from
-
-* the **embedded mirror** ``$ZOO_HUB/<name>`` (default: ``hub/`` of a source checkout) when that folder exists;
-* else its **Hub home** ``<ZOO_HF_ORG>/<name>`` on the Hugging Face Hub (``$ZOO_HF_ENDPOINT`` for a mirror
-  server), through ``huggingface_hub`` into the standard HF cache (``$ZOO_HF_CACHE`` overrides it), at the
-  entry's commit when one is pinned and at ``main`` otherwise: the sha256 pins make a moving ``main`` safe;
-* else, for an entry not released yet, the authors' **upstream** files are downloaded and converted once
-  (:mod:`zoo._download`).
-
-Any other Hub repo loads as ``hf://owner/name[@revision]``, its files checked against the Hub's own hashes.
+A catalog entry's zoo repo (config.json, safetensors, card) is pinned by sha256 and size. It is read from the
+**embedded mirror** ``$ZOO_HUB/<name>`` when that folder exists; else from its **Hub home** ``<ZOO_HF_ORG>/<name>``
+through the HF cache, at the pinned commit or at ``main`` (the pins make a moving ``main`` safe); else, for an entry
+not released yet, from the authors' **upstream** files, downloaded and converted once (:mod:`zoo._download`). Any
+other Hub repo loads as ``hf://owner/name[@revision]``, checked against the Hub's own hashes.
 
 Nothing unverified reaches a model (:mod:`zoo._verify`): a damaged cache copy is fetched again, a damaged transfer
-is retried once and then reported, and a Hub repo that serves other content than this release pinned raises
-:class:`RepoChangedError`. One file lock per Hub repo (and per upstream model) serialises downloads between
-processes.
-
-A load needs no write when its files are at hand: with a read-only ``ZOO_HOME`` (a container, a shared install) the
-locks and the verified-file marks are skipped; a read-only, filled HF cache loads with ``HF_HUB_OFFLINE=1``. A
-download that cannot fit is refused before its first byte (the sizes are pinned), and a full disk or read-only
-folder met along the way is one :class:`~zoo.errors.StorageError`.
+is retried once, and a Hub repo serving other content than this release pinned raises :class:`RepoChangedError`.
+One file lock per Hub repo (and per upstream model) serialises downloads between processes; with a read-only
+``ZOO_HOME`` the locks and verified-file marks are skipped, so a load whose files are at hand needs no write.
 """
 
 from __future__ import annotations
@@ -103,9 +93,8 @@ def _hub_file(repo_id: str, spec: FileSpec, revision: str, *, local_only: bool) 
                 f"{message}: Hub repo {repo_id}@{revision} serves a different {spec.path} than this zoo release "
                 "pinned, so this Hub repo changed since this zoo release. Upgrade the zoo (`pip install -U "
                 "lightning-zoo`), or load the commit this release was made from with revision=<commit>."))
-        return Retry(IntegrityError(
-            f"{message}, twice in a row from {repo_id}@{revision}: the transfer or the server is damaging the file. "
-            "Nothing was kept; try again later or from another mirror."))
+        return Retry(IntegrityError(f"{message}, twice in a row from {repo_id}@{revision}: the transfer or the server "
+                                    "is damaging the file. Nothing was kept; try again later or from another mirror."))
 
     return download_checked(repo_id, spec.path, revision, check)
 
@@ -130,10 +119,8 @@ def _check_hub_space(entry: ModelEntry, revision: str) -> None:
 def _fetch_hub(entry: ModelEntry) -> Path:
     """A released entry from its Hub home: no network call when every pinned file is cached and intact."""
     revision = entry.revision or "main"
-    try:
+    with contextlib.suppress(NotCached):
         return _hub_snapshot(entry, revision, local_only=True)
-    except NotCached:
-        pass
     if is_offline():
         raise _offline_error(entry, "HF_HUB_OFFLINE is set")
     if (unreachable := unreachable_hub()) is not None:
@@ -147,11 +134,9 @@ def _fetch_hub(entry: ModelEntry) -> Path:
 
 # ----------------------------------------------------------------------------- any Hub repo (hf://)
 def fetch_hf(repo_id: str, revision: str | None = None) -> Path:
-    """Any Hub repo at ``revision`` (branch, tag or commit; default ``main``), verified against the Hub's hashes.
-
-    The Hub's file metadata stands in for catalog pins: LFS files carry their sha256; regular files are
-    checked against their git blob id. The resolved manifest is saved under ``$ZOO_HOME/manifests`` so that a
-    commit loads later with no network call, and a branch loads from its last manifest when the network is down.
+    """Any Hub repo at ``revision`` (branch, tag or commit; default ``main``), verified against the Hub's hashes (an
+    LFS file's sha256, a regular file's git blob id) in place of catalog pins. The manifest is saved under
+    ``$ZOO_HOME/manifests``: a commit loads later with no network call, a branch from its last manifest when offline.
     """
     with _lock("hf", repo_id):
         entry = _hf_entry(repo_id, revision or "main")
@@ -237,11 +222,8 @@ def _verified_regular_file(repo_id: str, path: str, commit: str, blob_id: str) -
 
 # ----------------------------------------------------------------------------- public
 def fetch(entry: ModelEntry) -> Path:
-    """Return a local folder with every file of ``entry``, each verified against its sha256.
-
-    Safe to call from several processes at once: a file lock per Hub repo (per model for upstream files)
-    serialises the first download.
-    """
+    """A local folder with every file of ``entry``, each verified against its sha256; safe to call from several
+    processes at once (a file lock per Hub repo, or per model for upstream files, serialises the first download)."""
     if entry.released:
         mirror = embedded_hub_dir() / entry.name
         if mirror.is_dir():  # read in place: nothing to download, nothing to lock
@@ -267,10 +249,8 @@ def resolve_repo(name_or_path: str | os.PathLike, *, revision: str | None = None
         return path
     if isinstance(name_or_path, os.PathLike) or "/" in text or os.sep in text or text.startswith((".", "~")):
         # catalog names never contain a slash; Hub repos are spelled hf://owner/repo
-        raise FileNotFoundError(
-            f"{path} is not a folder (a zoo repo folder holds config.json + model.safetensors); "
-            "for a Hugging Face repo write hf://owner/repo"
-        )
+        raise FileNotFoundError(f"{path} is not a folder (a zoo repo folder holds config.json + model.safetensors); "
+                                "for a Hugging Face repo write hf://owner/repo")
     entry = get_entry(text)
     if revision is not None and revision != entry.revision:
         if not entry.released:

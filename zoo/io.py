@@ -89,10 +89,9 @@ def check_space(path: str | os.PathLike, need: int, what: str) -> None:
         existing = existing.parent
     free = shutil.disk_usage(existing).free
     if need > free:
-        raise DiskFullError(
-            f"{path}: {what} needs {human_bytes(need)}, but its disk has {human_bytes(free)} free; nothing was "
-            f"written. Free {human_bytes(need - free)} or more there, or {_fix(path, read_only=False)}",
-            path, errno.ENOSPC)
+        raise DiskFullError(f"{path}: {what} needs {human_bytes(need)}, but its disk has {human_bytes(free)} free; "
+                            f"nothing was written. Free {human_bytes(need - free)} or more there, or "
+                            f"{_fix(path, read_only=False)}", path, errno.ENOSPC)
 
 
 def _missing_folders(folder: Path) -> list[Path]:
@@ -106,10 +105,9 @@ def _missing_folders(folder: Path) -> list[Path]:
 
 @contextmanager
 def folder_undone_on_failure(folder: str | os.PathLike) -> Iterator[Path]:
-    """Create ``folder`` (and its parents) for the block to write in; if the block fails or is interrupted, remove
-    the folders it created, with whatever the block wrote there: a failed write leaves no empty or partial folder.
-    A full disk or a read-only folder is a :func:`storage_error` (naming ``folder`` unless a write within named
-    its file)."""
+    """Create ``folder`` (and its parents) for the block to write in; if the block fails or is interrupted, remove the
+    folders it created, with whatever the block wrote there: a failed write leaves no empty or partial folder. A full
+    disk or a read-only folder is a :func:`storage_error` (naming ``folder`` unless a write within named its file)."""
     folder = Path(folder)
     missing = _missing_folders(folder)
     try:
@@ -132,11 +130,9 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
 
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; rename it into place only if the block succeeds.
-
-    Otherwise nothing is left: neither the temporary file nor a folder made for it. A full disk or a read-only
-    folder is a :func:`storage_error` naming ``path``.
-    """
+    """Yield a temporary path beside ``path``; rename it into place only if the block succeeds, else leave nothing
+    (neither the temporary file nor a folder made for it). A full disk or a read-only folder is a
+    :func:`storage_error` naming ``path``."""
     path = Path(path)
     missing = _missing_folders(path.parent)
     tmp = path.parent / f".{path.name}.{secrets.token_hex(8)}.tmp"
@@ -167,11 +163,9 @@ def write_json_atomic(path: str | os.PathLike, obj) -> None:
 
 
 # the dtypes a zoo repo stores, by their names in config files (torch's, see dtype_name): each one's safetensors code
-DTYPES = {
-    "float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16", "int64": "I64", "int32": "I32",
-    "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL", "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2",
-    "uint16": "U16", "uint32": "U32", "uint64": "U64",
-}
+DTYPES = {"float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16", "int64": "I64", "int32": "I32",
+          "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL", "float8_e4m3fn": "F8_E4M3",
+          "float8_e5m2": "F8_E5M2", "uint16": "U16", "uint32": "U32", "uint64": "U64"}
 
 
 def dtype_name(dtype: Any) -> str:
@@ -201,11 +195,8 @@ def weights_fingerprint(module: Any) -> str:
 
 @dataclass(frozen=True)
 class LazyTensor:
-    """A tensor that is read only when it is written: ``load()`` returns it (``dtype``, ``shape`` as announced).
-
-    :func:`save_state_dict` takes these beside plain tensors, so a converter can stream a checkpoint larger than
-    memory into safetensors one tensor at a time (the bytes are the same as for the loaded tensors).
-    """
+    """A tensor read only when it is written: ``load()`` returns it (``dtype``, ``shape`` as announced). A converter
+    passes these to :func:`save_state_dict` to stream a checkpoint larger than memory one tensor at a time."""
 
     dtype: Any  # torch.dtype
     shape: tuple[int, ...]
@@ -225,13 +216,9 @@ _MADV_PAGEOUT = 21  # Linux >= 5.4: reclaim the range; clean file-backed pages a
 
 
 def release_pages(t) -> None:
-    """Hint the kernel to drop the resident pages behind tensor ``t`` (Linux ``madvise(MADV_PAGEOUT)``).
-
-    Non-destructive: for a tensor read with ``torch.load(mmap=True)`` (a private, clean file mapping) the pages
-    leave the process's resident set and are read from the file again if touched; anonymous memory stays as
-    it is (no swap). A no-op elsewhere. Converters call it on source tensors they are done with, so reading a
-    checkpoint through ``mmap`` costs about one tensor of resident memory, not the whole file.
-    """
+    """Hint the kernel to drop the resident pages behind tensor ``t`` (Linux ``madvise(MADV_PAGEOUT)``; a no-op
+    elsewhere). Pages of a ``torch.load(mmap=True)`` tensor are read from the file again if touched; anonymous memory
+    stays. So a converter reading a checkpoint through ``mmap`` holds about one tensor resident, not the file."""
     if not sys.platform.startswith("linux") or t.numel() == 0 or t.device.type != "cpu":
         return
     try:
@@ -257,16 +244,10 @@ def releasing_pages() -> Iterator[None]:
 
 
 def write_safetensors(tensors: dict, path: str | os.PathLike, metadata: dict[str, str] | None = None) -> None:
-    """Write a safetensors file whose bytes depend only on its contents.
-
-    ``safetensors.torch.save_file`` orders metadata keys arbitrarily from one call to the next, and pinned
-    files must be byte-reproducible, so the zoo writes the (simple, documented) format itself: an 8-byte
-    little-endian header size, a JSON header with sorted keys padded to 8 bytes, then the raw tensor bytes,
-    largest elements first so every tensor stays aligned.
-
-    Values may be :class:`LazyTensor`: each is loaded just before its bytes are written and dropped after, so
-    the file's bytes are the same as for the loaded tensors while memory holds one tensor at a time.
-    """
+    """Write a safetensors file whose bytes depend only on its contents (pinned files must be byte-reproducible, and
+    ``safetensors.torch.save_file`` orders metadata keys arbitrarily): an 8-byte little-endian header size, a JSON
+    header with sorted keys padded to 8 bytes, then the raw tensor bytes, largest elements first so every tensor
+    stays aligned. A :class:`LazyTensor` is loaded just before its bytes are written and dropped after."""
     import torch
 
     order = sorted(tensors, key=lambda k: (-tensors[k].dtype.itemsize, k))
@@ -299,20 +280,12 @@ def write_safetensors(tensors: dict, path: str | os.PathLike, metadata: dict[str
             del t, c
 
 
-def save_state_dict(
-    state_dict: dict,
-    directory: str | os.PathLike,
-    *,
-    max_shard_bytes: int = DEFAULT_SHARD_BYTES,
-    metadata: dict[str, str] | None = None,
-) -> list[str]:
-    """Write ``model.safetensors``, or shards plus an HF-style index above ``max_shard_bytes``.
+def save_state_dict(state_dict: dict, directory: str | os.PathLike, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES,
+                    metadata: dict[str, str] | None = None) -> list[str]:
+    """Write ``model.safetensors``, or shards plus an HF-style index above ``max_shard_bytes``; returns the names.
 
-    Returns the file names written (byte-reproducible: see :func:`write_safetensors`). Tensors that share
-    storage are cloned (safetensors refuses aliases). Values may be :class:`LazyTensor` (streamed).
-
-    A repo that cannot fit on the disk is a DiskFullError before a byte is written; should the disk fill up (or the
-    write be interrupted) all the same, a ``directory`` this call created is removed again.
+    Tensors that share storage are cloned (safetensors refuses aliases). A repo that cannot fit on the disk is a
+    DiskFullError before a byte is written; should the write fail all the same, a ``directory`` it created is removed.
     """
     directory = Path(directory)
     check_space(directory, sum(t.nbytes for t in state_dict.values()) + SMALL_FILES_ROOM, "the model")
@@ -348,15 +321,12 @@ def _save_state_dict(state_dict: dict, directory: Path, max_shard_bytes: int, me
         write_safetensors(shards[0], directory / WEIGHTS_NAME, meta)
         return [WEIGHTS_NAME]
     (directory / WEIGHTS_NAME).unlink(missing_ok=True)
-    names, weight_map, total = [], {}, 0
-    for i, shard in enumerate(shards, 1):
-        name = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
+    names = [f"model-{i:05d}-of-{len(shards):05d}.safetensors" for i in range(1, len(shards) + 1)]
+    for name, shard in zip(names, shards):
         write_safetensors(shard, directory / name, meta)
-        names.append(name)
-        for key, t in shard.items():
-            weight_map[key] = name
-            total += t.nbytes
-    write_json_atomic(directory / WEIGHTS_INDEX_NAME, {"metadata": {"total_size": total}, "weight_map": weight_map})
+    index = {"metadata": {"total_size": sum(t.nbytes for t in tensors.values())},
+             "weight_map": {key: name for name, shard in zip(names, shards) for key in shard}}
+    write_json_atomic(directory / WEIGHTS_INDEX_NAME, index)
     return [*names, WEIGHTS_INDEX_NAME]
 
 
@@ -369,10 +339,9 @@ def weight_files(directory: str | os.PathLike) -> list[Path]:
             weight_map = json.loads(index.read_bytes())["weight_map"]
             names = sorted(set(weight_map.values()))
         except (ValueError, KeyError, TypeError, AttributeError) as err:
-            raise DamagedFileError(
-                f"{index} is damaged ({type(err).__name__}: {err}): it must be JSON with a 'weight_map' of tensor "
-                "names to shard files. Get a good copy: download the model again, or save or publish it again"
-            ) from None
+            raise DamagedFileError(f"{index} is damaged ({type(err).__name__}: {err}): it must be JSON with a "
+                                   "'weight_map' of tensor names to shard files. Get a good copy: download the model "
+                                   "again, or save or publish it again") from None
         return [directory / n for n in names]
     single = directory / WEIGHTS_NAME
     if single.exists():
@@ -390,9 +359,8 @@ def load_state_dict(directory: str | os.PathLike, device: str = "cpu") -> dict:
         try:
             state.update(load_file(str(path), device=device))
         except SafetensorError as err:
-            raise DamagedFileError(
-                f"{path} is damaged ({err}): it is not a complete safetensors file, as after an interrupted "
-                "download or copy. Get a good copy: download the model again (zoo.load of a catalog name fetches "
-                "and checks it; for a folder, copy or publish it again from its source)"
-            ) from None
+            raise DamagedFileError(f"{path} is damaged ({err}): it is not a complete safetensors file, as after an "
+                                   "interrupted download or copy. Get a good copy: download the model again (zoo.load "
+                                   "of a catalog name fetches and checks it; for a folder, copy or publish it again "
+                                   "from its source)") from None
     return state

@@ -2,9 +2,8 @@
 resuming after ``max_steps``, and the module's Trainer when it has none.
 
 The mid-epoch resume reads ``trainer.fit_loop.epoch_loop.batch_progress`` and the ``max_steps`` fix edits the saved
-``loops.fit_loop`` dicts: both are used only with the Lightning releases they are tested on
-(:data:`WORKAROUNDS_TESTED`). With another release they switch themselves off, leaving Lightning's own behaviour,
-until they are checked there (tests/core/test_training.py).
+``loops.fit_loop`` dicts, so both switch themselves off outside the Lightning releases tests/core/test_training.py
+checks them on (:data:`WORKAROUNDS_TESTED`), leaving Lightning's own behaviour.
 """
 
 from __future__ import annotations
@@ -32,14 +31,12 @@ EMA_CHECKPOINT_KEY = "zoo_ema"
 
 class EMAWeights(WeightAveraging):
     """Train ``pl_module.<attribute>`` with an EMA of its parameters, LDM's warm-up as :class:`~zoo.training.EMA` (a
-    module adds it in ``configure_callbacks``). Validation during ``fit`` runs on the averaged weights; when training
-    ends they become the weights.
+    module adds it in ``configure_callbacks``); validation during ``fit`` and the weights after it are the average.
 
     Lightning's ``WeightAveraging``, except that only the attribute is averaged, from ``on_train_start`` (after the
-    module's own ``setup``, on its device), and that the raw weights are kept after ``fit``: a checkpoint holds the
-    averaged weights as ``state_dict`` (it publishes and loads as the module after ``fit``) and the raw ones under
-    :data:`EMA_CHECKPOINT_KEY`, so it resumes whenever it was saved. A ``save_weights_only`` checkpoint skips
-    callbacks and holds the raw weights only.
+    module's ``setup``, on its device), and that a checkpoint holds the averaged weights as ``state_dict`` (it
+    publishes as the module after ``fit``) and the raw ones under :data:`EMA_CHECKPOINT_KEY`, to resume from. A
+    ``save_weights_only`` checkpoint skips callbacks and holds the raw weights only.
     """
 
     def __init__(self, decay: float, attribute: str = "model"):
@@ -104,11 +101,10 @@ class EMAWeights(WeightAveraging):
 class MidEpochResume:
     """A LightningDataModule mixin that saves the training position in every checkpoint and resumes there.
 
-    Lightning restarts a plain DataLoader's epoch from its first batch, and never loads the state of a stateful
-    one when ``configure_optimizers`` asks for ``estimated_stepping_batches``
-    (https://github.com/Lightning-AI/pytorch-lightning/issues/20550). The datamodule's own state is saved and loaded
-    in every checkpoint: it carries the position instead. The training loader takes it once with
-    :meth:`take_resume_at` and passes it to its :class:`~zoo.training.ResumableBatchSampler`.
+    Lightning restarts a plain DataLoader's epoch from its first batch, and never loads a stateful one's state when
+    ``configure_optimizers`` asks for ``estimated_stepping_batches``
+    (https://github.com/Lightning-AI/pytorch-lightning/issues/20550), so the datamodule's state carries the position:
+    the training loader takes it with :meth:`take_resume_at` for its :class:`~zoo.training.ResumableBatchSampler`.
     """
 
     _resume_at: tuple[int, int] | None = None
@@ -141,13 +137,13 @@ class MidEpochResume:
 
 
 def resume_where_fit_stopped(checkpoint: dict[str, Any]) -> None:
-    """Make a checkpoint saved after ``fit`` ended resume as the run would have gone on.
+    """Make a checkpoint saved after ``fit`` ended resume as the run would have gone on (ZooModule's
+    ``on_save_checkpoint`` calls this).
 
-    Lightning counts an epoch that ``max_steps`` stopped as ended, yet a resumed run goes on from its batch n in the
-    next epoch: the epoch counter runs one ahead for the rest of the run. After a run that ended with an epoch's
-    last batch it trains one stray batch first (https://github.com/Lightning-AI/pytorch-lightning/issues/19617). So
-    a stopped epoch is recorded as unfinished, and an ended one as followed by no batch yet. (ZooModule's
-    ``on_save_checkpoint`` calls this.)
+    Lightning counts an epoch that ``max_steps`` stopped as ended, so the epoch counter of a resumed run runs one
+    ahead, and after an epoch's last batch it trains one stray batch first
+    (https://github.com/Lightning-AI/pytorch-lightning/issues/19617). So a stopped epoch is recorded as unfinished,
+    and an ended one as followed by no batch yet.
     """
     loop = checkpoint.get("loops", {}).get("fit_loop", {})
     epochs, batches = loop.get("epoch_progress"), loop.get("epoch_loop.batch_progress")

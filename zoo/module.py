@@ -1,9 +1,8 @@
 """``ZooModule``: the LightningModule base every method's modules derive from.
 
-A subclass sets ``model_type`` (its registry key) and ``method``, takes plain-typed ``__init__`` arguments
-and calls ``self.save_hyperparameters()``. Those hyperparameters are the whole architecture config: they go
-to ``config.json`` and rebuild the module (on the meta device) when it is loaded, so they must be plain
-JSON containers, never DictConfig or tensors.
+A subclass sets ``model_type`` (its registry key) and ``method``, takes plain-typed ``__init__`` arguments and calls
+``self.save_hyperparameters()``. Those hyperparameters are the whole architecture config: they go to ``config.json``
+and rebuild the module (on the meta device) when it is loaded, so they must be plain JSON containers.
 """
 
 from __future__ import annotations
@@ -50,10 +49,8 @@ def plain(obj: Any, where: str = "hparams") -> Any:
         from dataclasses import asdict
 
         return plain(asdict(obj), where)
-    raise TypeError(
-        f"{where} is a {type(obj).__name__}; zoo hyperparameters must be plain JSON values "
-        "(dict, list, str, int, float, bool, None) so checkpoints load with weights_only=True"
-    )
+    raise TypeError(f"{where} is a {type(obj).__name__}; zoo hyperparameters must be plain JSON values (dict, list, "
+                    "str, int, float, bool, None) so checkpoints load with weights_only=True")
 
 
 class _SkipInit(TorchFunctionMode):
@@ -95,31 +92,30 @@ def read_config(config_path: Path) -> dict:
     reads. Every problem is a ConfigError that names the file."""
     if not config_path.exists():
         raise FileNotFoundError(f"{config_path.parent} has no {CONFIG_NAME}; it is not a zoo repo folder")
+
+    def bad(problem: str, fix: str = f". {_FIX}") -> ConfigError:
+        return ConfigError(f"{config_path}{problem}{fix}", path=config_path)
+
     try:
         config = json.loads(config_path.read_bytes())
     except ValueError as err:  # JSONDecodeError, or bytes that are not UTF-8
-        raise ConfigError(f"{config_path} is not valid JSON ({err}). {_FIX}", path=config_path) from None
+        raise bad(f" is not valid JSON ({err})") from None
     if not isinstance(config, dict):
-        raise ConfigError(f"{config_path} holds a JSON {type(config).__name__}, not an object. {_FIX}",
-                          path=config_path)
+        raise bad(f" holds a JSON {type(config).__name__}, not an object")
     version = config.get("zoo_config_format", CONFIG_FORMAT)
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise ConfigError(f"{config_path}: zoo_config_format must be a positive integer, got {version!r}. {_FIX}",
-                          path=config_path)
+        raise bad(f": zoo_config_format must be a positive integer, got {version!r}")
     if version > CONFIG_FORMAT:
         from zoo import __version__
 
-        raise ConfigError(
-            f"{config_path} was written by a newer zoo (zoo_config_format {version}, zoo "
-            f"{config.get('zoo_version', '?')}); this zoo {__version__} reads format {CONFIG_FORMAT} and older: "
-            "upgrade with pip install -U lightning-zoo", path=config_path)
+        raise bad(f" was written by a newer zoo (zoo_config_format {version}, zoo {config.get('zoo_version', '?')}); "
+                  f"this zoo {__version__} reads format {CONFIG_FORMAT} and older: upgrade with pip install -U "
+                  "lightning-zoo", fix="")
     for key in ("model_type", "hparams"):
         if key not in config:
-            raise ConfigError(f"{config_path} lacks {key!r}: it was not written by ZooModule.save_pretrained",
-                              path=config_path)
+            raise bad(f" lacks {key!r}: it was not written by ZooModule.save_pretrained", fix="")
     if not isinstance(config["hparams"], dict):
-        raise ConfigError(f"{config_path}: hparams must be a JSON object, got {config['hparams']!r}. {_FIX}",
-                          path=config_path)
+        raise bad(f": hparams must be a JSON object, got {config['hparams']!r}")
     return config
 
 
@@ -129,10 +125,9 @@ def _module_class(config: dict, config_path: Path) -> type[ZooModule]:
     if model_type not in known:
         close = closest(str(model_type), known)
         hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
-        raise ConfigError(
-            f"{config_path}: unknown model_type {model_type!r}{hint}; the installed methods register "
-            f"{', '.join(known)}. Correct the file, or install the package of the method that wrote it",
-            path=config_path)
+        raise ConfigError(f"{config_path}: unknown model_type {model_type!r}{hint}; the installed methods register "
+                          f"{', '.join(known)}. Correct the file, or install the package of the method that wrote it",
+                          path=config_path)
     return resolve_module_class(model_type)
 
 
@@ -164,13 +159,8 @@ class ZooModule(L.LightningModule):
             raise TypeError(f"{type(self).__name__} must set the class attributes model_type and method")
         from zoo import __version__
 
-        return {
-            "zoo_config_format": CONFIG_FORMAT,
-            "zoo_version": __version__,
-            "method": self.method,
-            "model_type": self.model_type,
-            "hparams": self.config,
-        }
+        return {"zoo_config_format": CONFIG_FORMAT, "zoo_version": __version__, "method": self.method,
+                "model_type": self.model_type, "hparams": self.config}
 
     # ----------------------------------------------------------- persistence
     def pretrained_state_dict(self) -> dict[str, torch.Tensor]:
@@ -182,22 +172,13 @@ class ZooModule(L.LightningModule):
         tensors are not the parameters' values (a BitDelta overrides this)."""
         return self.to(dtype)
 
-    def save_pretrained(
-        self,
-        directory: str | os.PathLike,
-        *,
-        max_shard_bytes: int = DEFAULT_SHARD_BYTES,
-        extra_files: dict[str, str | bytes] | None = None,
-    ) -> list[str]:
+    def save_pretrained(self, directory: str | os.PathLike, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES,
+                        extra_files: dict[str, str | bytes] | None = None) -> list[str]:
         """Write ``config.json`` and ``model.safetensors`` (sharded above ``max_shard_bytes``). Should that fail or be
         interrupted (a full disk, Ctrl-C), a ``directory`` this call created is removed: never weights without a
         config."""
         with folder_undone_on_failure(directory) as directory:
-            names = save_state_dict(
-                self.pretrained_state_dict(),
-                directory,
-                max_shard_bytes=max_shard_bytes,
-            )
+            names = save_state_dict(self.pretrained_state_dict(), directory, max_shard_bytes=max_shard_bytes)
             write_json_atomic(directory / CONFIG_NAME, self.config_json())
             for name, content in (extra_files or {}).items():
                 with atomic_path(directory / name) as tmp:
@@ -206,15 +187,9 @@ class ZooModule(L.LightningModule):
         return [CONFIG_NAME, *names]
 
     @classmethod
-    def from_pretrained(
-        cls,
-        name_or_path: str | os.PathLike,
-        *,
-        revision: str | None = None,
-        device: str | torch.device | None = None,
-        dtype: str | torch.dtype | None = None,
-        **kwargs,
-    ) -> Self:
+    def from_pretrained(cls, name_or_path: str | os.PathLike, *, revision: str | None = None,
+                        device: str | torch.device | None = None, dtype: str | torch.dtype | None = None,
+                        **kwargs) -> Self:
         """``zoo.load``: the module a repo's ``config.json`` names, in eval mode (``cls`` checks its class, so
         ``EScAIPModule.from_pretrained(name)`` is typed as an ``EScAIPModule``).
 
@@ -240,13 +215,8 @@ class ZooModule(L.LightningModule):
         try:
             with reading_saved_config():
                 check_arguments(module_class, config["hparams"], "hparams", module_class.__name__)
-                model = module_class.from_repo_dir(
-                    directory,
-                    config["hparams"],
-                    device=torch.device(device or "cpu"),
-                    dtype=parse_dtype(dtype),
-                    **kwargs,
-                )
+                model = module_class.from_repo_dir(directory, config["hparams"], device=torch.device(device or "cpu"),
+                                                   dtype=parse_dtype(dtype), **kwargs)
         except ConfigError as err:
             if err.path is not None:  # another repo's config (a delta's base, say) names its own file
                 raise
@@ -256,12 +226,9 @@ class ZooModule(L.LightningModule):
 
     @classmethod
     def from_checkpoint(cls, path: str | os.PathLike) -> Self:
-        """Rebuild from a Lightning ``.ckpt`` without unpickling code (``weights_only=True``), in eval mode.
-
-        The result holds what ``save_pretrained`` would write after ``fit``: a module class that keeps more than its
-        state dict in a checkpoint (EScAIP's EMA of the weights) defines ``weights_from_checkpoint_(checkpoint)``,
-        called after the state dict is assigned.
-        """
+        """Rebuild from a Lightning ``.ckpt`` without unpickling code (``weights_only=True``), in eval mode, holding
+        what ``save_pretrained`` would write after ``fit``: a class that keeps more than its state dict in a checkpoint
+        defines ``weights_from_checkpoint_(checkpoint)``, called after the state dict is assigned."""
         ckpt = safe_torch_load(path, what="a Lightning checkpoint")
         model_type = ckpt.get("zoo_model_type")
         if model_type is None:
@@ -280,13 +247,10 @@ class ZooModule(L.LightningModule):
         return model
 
     @classmethod
-    def from_repo_dir(
-        cls, directory: Path, hparams: dict[str, Any], *, device: torch.device, dtype: torch.dtype | None, **kwargs
-    ) -> "ZooModule":
-        """Build from a verified repo folder (:meth:`from_state_dict` of its weights, memory-mapped on ``device``).
-
-        Methods whose repos need more (a base model, say) override this.
-        """
+    def from_repo_dir(cls, directory: Path, hparams: dict[str, Any], *, device: torch.device, dtype: torch.dtype | None,
+                      **kwargs) -> "ZooModule":
+        """Build from a verified repo folder (:meth:`from_state_dict` of its weights, memory-mapped on ``device``);
+        methods whose repos need more (a base model, say) override this."""
         if kwargs:
             raise TypeError(f"{cls.__name__} takes no load options, got {sorted(kwargs)}")
         return cls.from_state_dict(hparams, load_state_dict(directory, device=str(device)), dtype=dtype)
@@ -322,19 +286,14 @@ class ZooModule(L.LightningModule):
         if result.missing_keys or result.unexpected_keys:
             raise RuntimeError(f"weights do not match {type(self).__name__}: missing {preview(result.missing_keys)}, "
                                f"unexpected {preview(result.unexpected_keys)}")
-        device = next(iter(state.values())).device if state else torch.device("cpu")
-        leftover = [n for n, t in self.named_buffers() if t.is_meta]
-        if leftover:
-            self.reset_nonpersistent_buffers(device)
-            still = [n for n, t in self.named_buffers() if t.is_meta]
-            if still:
+        if any(t.is_meta for t in self.buffers()):
+            self.reset_nonpersistent_buffers(next(iter(state.values())).device if state else torch.device("cpu"))
+            if still := [n for n, t in self.named_buffers() if t.is_meta]:
                 raise RuntimeError(f"{type(self).__name__}: buffers {still} were not restored after loading")
 
     def reset_nonpersistent_buffers(self, device: torch.device) -> None:
-        """Recompute buffers that are not saved (``persistent=False``) after a meta-device build.
-
-        The default calls ``reset_buffers(device)`` on every submodule that defines it.
-        """
+        """Recompute buffers that are not saved (``persistent=False``) after a meta-device build: by default
+        ``reset_buffers(device)`` of every submodule that defines it."""
         for module in self.modules():
             fn = getattr(module, "reset_buffers", None)
             if fn is not None and any(b.is_meta for b in module.buffers(recurse=False)):
@@ -371,17 +330,9 @@ class ZooModule(L.LightningModule):
         resume_where_fit_stopped(checkpoint)
 
     # ------------------------------------------------------------ publishing
-    def publish(
-        self,
-        repo: str | os.PathLike,
-        *,
-        card: dict[str, Any] | str | os.PathLike | None = None,
-        max_shard_bytes: int = DEFAULT_SHARD_BYTES,
-        endpoint: str | None = None,
-        token: str | None = None,
-        private: bool = False,
-        commit_message: str | None = None,
-    ) -> dict[str, Any]:
+    def publish(self, repo: str | os.PathLike, *, card: dict[str, Any] | str | os.PathLike | None = None,
+                max_shard_bytes: int = DEFAULT_SHARD_BYTES, endpoint: str | None = None, token: str | None = None,
+                private: bool = False, commit_message: str | None = None) -> dict[str, Any]:
         """Write this module as a repo into the folder ``repo``, or upload it to the Hub (``hf://owner/name``).
 
         ``card``: model card fields, as a dict or the path of a YAML/JSON file (the format: :mod:`zoo.card`); it is
@@ -390,13 +341,10 @@ class ZooModule(L.LightningModule):
         """
         if card is not None:
             card = check_card(card) if isinstance(card, dict) else load_card(card)
-        target = str(repo)
-        if not target.startswith("hf://"):
-            folder = Path(target)
-            files = self._write_repo(folder, card, max_shard_bytes)
-            return {"repo": str(folder), "commit": None, "files": files}
-
-        repo_id = target[len("hf://"):]
+        if not str(repo).startswith("hf://"):
+            files = self._write_repo(Path(repo), card, max_shard_bytes)
+            return {"repo": str(Path(repo)), "commit": None, "files": files}
+        repo_id = str(repo)[len("hf://"):]
         with tempfile.TemporaryDirectory(prefix="zoo-publish-") as tmp:
             files = self._write_repo(Path(tmp), card, max_shard_bytes)
             commit = upload_folder(Path(tmp), repo_id, message=commit_message or f"Upload {self.model_type} with zoo",

@@ -1,8 +1,7 @@
 """The training recipes (``recipes/`` of the source tree), reachable from an installed zoo.
 
-The wheel ships ``recipes/`` as the package ``zoo._recipes``; a source checkout maps the same name onto the folder.
-``zoo recipe`` lists them, prints one, or copies one (or a whole folder, e.g. ``chess``) to edit and run.
-Torch-free.
+The wheel ships ``recipes/`` as the package ``zoo._recipes``; ``zoo recipe`` lists them, prints one, or copies one
+(or a whole folder, e.g. ``chess``) to edit and run. Torch-free.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The catalog: named models, the methods that build them, and how to find both.
 
-Nothing here imports torch, so ``zoo.list_models()`` and ``zoo info`` stay fast. A method is a
-subpackage of ``zoo`` (or a distribution exposing a ``zoo.methods`` entry point) whose ``__init__``
-calls :func:`register_method` with *dotted paths* to its heavy parts; they are imported only when used.
+Nothing here imports torch, so ``zoo.list_models()`` and ``zoo info`` stay fast. A method is a subpackage of ``zoo``
+(or a distribution exposing a ``zoo.methods`` entry point) whose ``__init__`` calls :func:`register_method` with
+*dotted paths* to its heavy parts; they are imported only when used.
 """
 
 from __future__ import annotations
@@ -19,23 +19,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = [
-    "FileSpec",
-    "ModelEntry",
-    "MethodSpec",
-    "UnknownModelError",
-    "register_method",
-    "register_model",
-    "get_method",
-    "get_entry",
-    "list_models",
-    "info",
-    "resolve_module_class",
-    "import_object",
-    "hub_org",
-    "read_pins",
-    "pins_path",
-]
+__all__ = ["FileSpec", "ModelEntry", "MethodSpec", "UnknownModelError", "register_method", "register_model",
+           "get_method", "get_entry", "list_models", "info", "resolve_module_class", "import_object", "hub_org",
+           "read_pins", "pins_path"]
 
 DEFAULT_HUB_ORG = "lightning-zoo"
 _HEX = frozenset("0123456789abcdef")
@@ -59,12 +45,9 @@ class UnknownModelError(KeyError):
 
 @dataclass(frozen=True)
 class FileSpec:
-    """One file, pinned by content.
-
-    In a zoo repo (``ModelEntry.files``) every file has its sha256 and size. An official upstream file
-    (``ModelEntry.upstream``) also has its ``url``: ``https://…``, or ``hf://owner/repo[@revision]/path`` for a file
-    on the Hugging Face Hub; its sha256 and size are None where they were never measured (pinned on first use).
-    """
+    """One file, pinned by content: a zoo repo's file (``ModelEntry.files``) by its sha256 and size, an official
+    upstream file (``ModelEntry.upstream``) also by its ``url`` (``https://…``, or ``hf://owner/repo[@revision]/path``
+    on the Hub), its sha256 and size None where they were never measured (pinned on first use)."""
 
     path: str  # path inside the repo (or the cache name of an upstream file)
     sha256: str | None
@@ -76,16 +59,11 @@ class FileSpec:
 class ModelEntry:
     """Everything the zoo knows about one named checkpoint (timm's pretrained-config, for the zoo).
 
-    Where the files live is separate from whether they need converting:
-
-    * ``files`` pin the zoo repo (config.json, safetensors, card) by sha256 and size. It lives on the Hugging
-      Face Hub at ``hub_repo`` (``repo``, or ``<ZOO_HF_ORG>/<name>``), at ``revision`` when a commit is known
-      (the sha256 pins make a moving ``main`` safe), and in the embedded ``hub/<name>`` mirror when present.
-    * ``upstream`` lists the authors' official files and ``converter`` (``"module:function"``, called as
-      ``converter(files: dict[str, Path], out_dir: Path, entry)``) turns them into a zoo repo with
-      ``convert_args``. They are the provenance of a converted repo, and where the zoo repo is not released yet
-      (``files`` empty) they are downloaded and converted on first load.
-    * ``architecture`` is display text only.
+    ``files`` pin the zoo repo (config.json, safetensors, card), which lives at ``hub_repo`` on the Hub (at
+    ``revision`` when a commit is known) and in the embedded ``hub/<name>`` mirror when present. ``upstream`` lists
+    the authors' official files and ``converter`` (``"module:function"``, called as ``converter(files, out_dir,
+    entry)``) turns them into a zoo repo: the provenance of a converted repo, and, while ``files`` is empty, what
+    the first load downloads and converts. ``architecture`` is display text only.
     """
 
     name: str
@@ -135,11 +113,8 @@ class ModelEntry:
         return bool(self.files)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["files"] = [asdict(f) for f in self.files]
-        d["upstream"] = [asdict(f) for f in self.upstream]
-        d["hub_repo"] = self.hub_repo
-        return d
+        return {**asdict(self), "files": [asdict(f) for f in self.files],
+                "upstream": [asdict(f) for f in self.upstream], "hub_repo": self.hub_repo}
 
 
 # ----------------------------------------------------------------------------- pins files
@@ -192,14 +167,8 @@ def import_object(path: str) -> Any:
     return obj
 
 
-def register_method(
-    name: str,
-    *,
-    modules: dict[str, str],
-    catalog: str | None = None,
-    cli: str | None = None,
-    paper: str = "",
-) -> MethodSpec:
+def register_method(name: str, *, modules: dict[str, str], catalog: str | None = None, cli: str | None = None,
+                    paper: str = "") -> MethodSpec:
     """Called by a method package's ``__init__``; registering the same spec twice is a no-op."""
     spec = MethodSpec(name, dict(modules), catalog, cli, paper)
     if name in _METHODS and _METHODS[name] != spec:
@@ -221,11 +190,8 @@ def register_model(entry: ModelEntry) -> ModelEntry:
 
 
 def discover() -> None:
-    """Import every method package once: ``zoo.<sub>`` subpackages and ``zoo.methods`` entry points.
-
-    A built-in method that fails to import is a bug and raises; a third-party plugin that fails only warns,
-    so one broken plugin cannot take the whole zoo down.
-    """
+    """Import every method package once: ``zoo.<sub>`` subpackages and ``zoo.methods`` entry points. A built-in
+    method that fails to import is a bug and raises; a plugin that fails only warns, not taking the zoo down."""
     global _discovered
     if _discovered:
         return

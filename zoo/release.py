@@ -1,12 +1,9 @@
 """``zoo release``: publish every catalog model to its Hub home and write the resulting pins back.
 
 For each entry the repo folder comes from the embedded mirror (``hub/<name>``), from the official files converted
-by the method's converter (only when they are already on this machine: ``zoo download NAME`` or files placed in
-``$ZOO_HOME/downloads/NAME``), or, for a released entry with no mirror, from its current Hub home. The folder is
-uploaded to ``hf://<hub_repo>`` with its model card; the commit and every file's sha256 and size go back into the
-method's ``pins.json`` (the catalog source), for review as a diff.
-
-Torch is imported only to write the card of a freshly converted repo.
+by the method's converter (only when already on this machine), or from its current Hub home. It is uploaded to
+``hf://<hub_repo>`` with its model card; the commit and every file's pin go into the method's ``pins.json``, for
+review as a diff.
 """
 
 from __future__ import annotations
@@ -55,8 +52,7 @@ def _card_fields(entry: ModelEntry) -> dict[str, Any]:
     metrics = [{"name": k, "value": v} for k, v in entry.metrics.items()
                if isinstance(v, (int, float)) and not isinstance(v, bool)]
     return {"name": entry.name, "description": entry.description, "paper": entry.paper, "metrics": metrics,
-            "recipe": entry.recipe or "", "license": _hub_license(entry.license),
-            "base_model": entry.base_model}
+            "recipe": entry.recipe or "", "license": _hub_license(entry.license), "base_model": entry.base_model}
 
 
 def _hub_license(text: str) -> str:

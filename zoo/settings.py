@@ -1,8 +1,7 @@
 """Where the zoo reads and writes, and how it reaches the Hub: the environment settings, in one place.
 
 ``ZOO_HOME`` (downloads, conversions, locks, verified-file marks), ``ZOO_HF_CACHE`` (the HF cache), ``ZOO_HUB`` (the
-embedded mirror), ``ZOO_HF_ENDPOINT``, and offline mode. It imports nothing of the zoo: the hub and the file helpers
-both read it.
+embedded mirror), ``ZOO_HF_ENDPOINT``, and offline mode. It imports nothing of the zoo.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Recipes: LightningCLI YAML configs run by ``zoo train`` and ``zoo finetune``.
 
 A recipe names a ZooModule and a LightningDataModule by ``class_path`` with their ``init_args`` and the
-``trainer`` settings. OmegaConf interpolation (``${model.init_args.lr}``) works inside recipes and is resolved
-after the command-line overrides (jsonargparse's, ``--trainer.max_steps=10``), so a path written as
-``${trainer.default_root_dir}/checkpoints`` follows ``--trainer.default_root_dir``; the resolved config is saved
-beside the checkpoints (``config.yaml`` in the run's log folder).
-
-Every run ends with its final state saved in each checkpoint folder (:func:`final_checkpoints`: ``last.ckpt``, or a
-checkpoint saved at the last step), and a new run never shares a checkpoint folder with an earlier one: only resuming
-(``--ckpt-path``) writes into it.
+``trainer`` settings. OmegaConf interpolations (``${trainer.default_root_dir}/checkpoints``) resolve after the
+command-line overrides (``--trainer.default_root_dir=...``). Every run ends with its final state saved in each
+checkpoint folder (:func:`final_checkpoints`), and only resuming (``--ckpt-path``) writes into an earlier run's.
 """
 
 from __future__ import annotations
@@ -28,13 +23,8 @@ __all__ = ["run_recipe", "final_checkpoints"]
 _LIGHTNING_LOGGERS = ("lightning.pytorch", "lightning.fabric")
 
 
-def run_recipe(
-    recipe: str | os.PathLike,
-    overrides: Sequence[str] = (),
-    *,
-    init_from: str | None = None,
-    ckpt_path: str | None = None,
-):
+def run_recipe(recipe: str | os.PathLike, overrides: Sequence[str] = (), *, init_from: str | None = None,
+               ckpt_path: str | None = None):
     """Run ``fit`` for ``recipe``; with ``init_from`` (a zoo model name or folder), start from its weights.
 
     Every input is checked before training starts (the model against the recipe, the checkpoint to resume, the
@@ -122,9 +112,7 @@ def _check_checkpoint_folders_unused(trainer) -> None:
     folder, is set only when fit starts.)"""
     for callback in trainer.checkpoint_callbacks:
         folder = callback.dirpath
-        if not (folder and os.path.isdir(folder)):
-            continue
-        if any(name.endswith(callback.FILE_EXTENSION) for name in os.listdir(folder)):
+        if folder and os.path.isdir(folder) and any(n.endswith(callback.FILE_EXTENSION) for n in os.listdir(folder)):
             root = os.path.abspath(trainer.default_root_dir)
             moves = os.path.commonpath([root, os.path.abspath(folder)]) == root
             elsewhere = ("--trainer.default_root_dir=ANOTHER_FOLDER" if moves

@@ -67,15 +67,10 @@ class ResumableBatchSampler(BatchSampler):
     """Batches of ``batch_size`` of ``size`` indices, shuffled by ``seed + epoch`` (or in order), so every epoch has
     its own order and a resumed run draws the same one.
 
-    The order is the batch sampler's own: the inner ``sampler`` (an :class:`EpochSampler`) carries the epoch,
-    which Lightning sets there and never on a batch sampler. Under DDP Lightning puts a DistributedSampler there;
-    its ``num_replicas`` and ``rank`` deal out whole batches of one global batching, padded to a multiple of the
-    world size, so every rank sees as many.
-
-    ``resume_at=(epoch, n)`` makes the next pass go on with that epoch's order after its first ``n`` batches: a run
-    resumed from a mid-epoch checkpoint trains on the batches it had not trained on. (An argument: Lightning
-    rebuilds the batch sampler from its arguments under DDP.)
-
+    The inner ``sampler`` (an :class:`EpochSampler`) carries the epoch, which Lightning sets there and never on a
+    batch sampler. Under DDP it is a DistributedSampler whose ``num_replicas`` and ``rank`` deal out whole batches,
+    padded to a multiple of the world size. ``resume_at=(epoch, n)`` makes the next pass go on with that epoch's
+    order after its first ``n`` batches (an argument: Lightning rebuilds the batch sampler from them under DDP).
     Subclasses that batch otherwise override :meth:`epoch_batches` and :attr:`num_batches`.
     """
 

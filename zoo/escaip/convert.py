@@ -1,11 +1,10 @@
 """Convert official EScAIP weights into zoo repos (``config.json`` + ``model.safetensors``).
 
 Two sources:
-  * a fairchem inference checkpoint (a pickle of ``MLIPInferenceCheckpoint``). It is read with
-    ``torch.load(weights_only=True)``; the one fairchem class it names is allow-listed as a local stand-in
-    dataclass, so fairchem is never imported and nothing else can be unpickled;
-  * a state dict (``.safetensors`` or ``.pt``) with fairchem key names plus a JSON file holding
-    ``backbone_kwargs`` and ``heads`` (the layout of the reference fixtures' ``*_config.json``).
+  * a fairchem inference checkpoint (a pickle of ``MLIPInferenceCheckpoint``), read with ``weights_only=True``: the
+    one fairchem class it names is allow-listed as a local stand-in dataclass, so fairchem is never imported;
+  * a state dict (``.safetensors`` or ``.pt``) with fairchem key names plus a JSON file holding ``backbone_kwargs``
+    and ``heads`` (the layout of the reference fixtures' ``*_config.json``).
 """
 
 from __future__ import annotations
@@ -71,8 +70,7 @@ def _task_scaling(tasks: list[dict[str, Any]], dataset: str | None, max_num_elem
         mean, rmsd = float(norm.get("mean", 0.0)), float(norm.get("rmsd", 1.0))
         if prop == "energy":
             out["energy_mean"], out["energy_rmsd"] = mean, rmsd
-            refs_cfg = task.get("element_references")
-            if refs_cfg:
+            if refs_cfg := task.get("element_references"):
                 refs = refs_cfg.get("element_references", refs_cfg)
                 refs = refs.get("_args_", [refs])[0] if isinstance(refs, dict) else refs
                 refs = refs.double().numpy() if isinstance(refs, torch.Tensor) else np.asarray(refs, dtype=np.float64)

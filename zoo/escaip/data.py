@@ -17,16 +17,8 @@ from zoo.errors import InputError
 from zoo.lightning_compat import MidEpochResume
 from zoo.training import EpochSampler, ResumableBatchSampler
 
-__all__ = [
-    "atoms_to_sample",
-    "collate_atoms",
-    "atoms_to_batch",
-    "read_structures",
-    "AtomsDataset",
-    "AtomCountBatchSampler",
-    "EScAIPDataModule",
-    "fit_target_scaling",
-]
+__all__ = ["atoms_to_sample", "collate_atoms", "atoms_to_batch", "read_structures", "AtomsDataset",
+           "AtomCountBatchSampler", "EScAIPDataModule", "fit_target_scaling"]
 
 Sample = dict[str, Any]
 
@@ -41,42 +33,30 @@ def atoms_to_sample(atoms, *, require_labels: bool = True) -> Sample:
     forces = calc_results.get("forces", atoms.arrays.get("forces"))
     stress = calc_results.get("stress", atoms.info.get("stress"))
     if require_labels and (energy is None or forces is None):
-        raise ValueError(
-            f"structure {atoms.get_chemical_formula()} has no energy/forces labels; write them with "
-            "ase.io.write (extxyz keeps a SinglePointCalculator's results) or put them in atoms.info['energy'] "
-            "and atoms.arrays['forces']"
-        )
+        raise ValueError(f"structure {atoms.get_chemical_formula()} has no energy/forces labels; write them with "
+                         "ase.io.write (extxyz keeps a SinglePointCalculator's results) or put them in "
+                         "atoms.info['energy'] and atoms.arrays['forces']")
     n = len(atoms)
     if stress is not None:
         stress = np.asarray(stress, dtype=np.float64)
         stress = voigt_6_to_full_3x3_stress(stress) if stress.shape == (6,) else stress.reshape(3, 3)
-    return {
-        "atomic_numbers": np.asarray(atoms.numbers, dtype=np.int64),
-        "pos": np.asarray(atoms.positions, dtype=np.float64),
-        "cell": np.asarray(atoms.cell.array, dtype=np.float64),
-        "pbc": np.asarray(atoms.pbc, dtype=bool),
-        "energy": float(energy) if energy is not None else 0.0,
-        "forces": np.asarray(forces, dtype=np.float64) if forces is not None else np.zeros((n, 3)),
-        "stress": stress if stress is not None else np.zeros((3, 3)),
-        "has_stress": stress is not None,
-    }
+    return {"atomic_numbers": np.asarray(atoms.numbers, dtype=np.int64),
+            "pos": np.asarray(atoms.positions, dtype=np.float64),
+            "cell": np.asarray(atoms.cell.array, dtype=np.float64), "pbc": np.asarray(atoms.pbc, dtype=bool),
+            "energy": float(energy) if energy is not None else 0.0,
+            "forces": np.asarray(forces, dtype=np.float64) if forces is not None else np.zeros((n, 3)),
+            "stress": stress if stress is not None else np.zeros((3, 3)), "has_stress": stress is not None}
 
 
 def collate_atoms(samples: Sequence[Sample]) -> dict[str, torch.Tensor]:
     """Concatenate atoms of several systems: pos (N, 3), cell (G, 3, 3), natoms (G,), ..."""
     cat = lambda key: torch.from_numpy(np.concatenate([s[key] for s in samples]))  # noqa: E731
     stack = lambda key: torch.from_numpy(np.stack([np.asarray(s[key]) for s in samples]))  # noqa: E731
-    return {
-        "atomic_numbers": cat("atomic_numbers"),
-        "pos": cat("pos"),
-        "forces": cat("forces"),
-        "cell": stack("cell"),
-        "pbc": stack("pbc"),
-        "stress": stack("stress"),
-        "energy": torch.tensor([s["energy"] for s in samples], dtype=torch.float64),
-        "has_stress": torch.tensor([s["has_stress"] for s in samples], dtype=torch.bool),
-        "natoms": torch.tensor([len(s["atomic_numbers"]) for s in samples], dtype=torch.long),
-    }
+    return {"atomic_numbers": cat("atomic_numbers"), "pos": cat("pos"), "forces": cat("forces"), "cell": stack("cell"),
+            "pbc": stack("pbc"), "stress": stack("stress"),
+            "energy": torch.tensor([s["energy"] for s in samples], dtype=torch.float64),
+            "has_stress": torch.tensor([s["has_stress"] for s in samples], dtype=torch.bool),
+            "natoms": torch.tensor([len(s["atomic_numbers"]) for s in samples], dtype=torch.long)}
 
 
 def atoms_to_batch(atoms_list, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
@@ -119,7 +99,8 @@ def read_structures(paths: str | os.PathLike | Sequence[str | os.PathLike],
     files: list[Path] = []
     for path in map(Path, paths):
         if not path.exists():
-            raise FileNotFoundError(f"{path} does not exist; make data with `zoo escaip make-data`")
+            raise FileNotFoundError(f"{path} does not exist: make data with `zoo escaip make-data` (see "
+                                    "`zoo escaip make-data --help`), or give your own extxyz files")
         if path.is_dir():  # skip hidden files: make-data's in-progress segments are dot-prefixed temporaries
             files.extend(sorted(p for p in path.rglob("*.extxyz") if not p.name.startswith(".")))
         else:
@@ -163,8 +144,7 @@ class AtomCountBatchSampler(ResumableBatchSampler):
             raise ValueError(f"max_atoms must be positive, got {max_atoms}")
         super().__init__(sampler, len(atom_counts), drop_last=drop_last, shuffle=shuffle, seed=seed,
                          resume_at=resume_at)
-        self.atom_counts = list(atom_counts)
-        self.max_atoms = max_atoms
+        self.atom_counts, self.max_atoms = list(atom_counts), max_atoms
         self._count = len(self._pack(0))  # batches in every epoch, before DDP's dealing
 
     @property
@@ -248,36 +228,19 @@ def fit_target_scaling(samples: Sequence[Sample], max_num_elements: int) -> dict
     forces = np.concatenate([s["forces"].ravel() for s in samples])
     rmsd = float(np.sqrt(np.mean(forces**2))) if forces.size and np.any(forces) else 0.0
     if rmsd <= 0:
-        natoms = counts.sum(1)
-        rmsd = float(np.std(residual / natoms)) or 1.0
-    return {
-        "element_references": refs,
-        "energy_mean": float(residual.mean()),
-        "energy_rmsd": rmsd,
-        "forces_rmsd": rmsd,
-        "stress_rmsd": rmsd,
-        "supported_elements": present,
-    }
+        rmsd = float(np.std(residual / counts.sum(1))) or 1.0
+    return {"element_references": refs, "energy_mean": float(residual.mean()), "energy_rmsd": rmsd, "forces_rmsd": rmsd,
+            "stress_rmsd": rmsd, "supported_elements": present}
 
 
 # ----------------------------------------------------------------------------- datamodule
 class EScAIPDataModule(MidEpochResume, L.LightningDataModule):
-    """Structures from extxyz files / ASE databases, batched by atom count.
+    """Structures from extxyz files / ASE databases (``train``, ``val``: paths or lists of paths), batched by atom
+    count. Without ``val``, a seeded ``val_fraction`` of the training structures is held out. A run resumed from a
+    mid-epoch checkpoint goes on with the batches it had left."""
 
-    ``train`` and ``val`` are paths (or lists of paths). Without ``val``, a seeded ``val_fraction`` of the
-    training structures is held out. A run resumed from a mid-epoch checkpoint goes on with the batches it had left.
-    """
-
-    def __init__(
-        self,
-        train: str | list[str],
-        val: str | list[str] | None = None,
-        val_fraction: float = 0.1,
-        exclude: list[str] | None = None,
-        max_atoms_per_batch: int = 256,
-        num_workers: int = 0,
-        seed: int = 0,
-    ):
+    def __init__(self, train: str | list[str], val: str | list[str] | None = None, val_fraction: float = 0.1,
+                 exclude: list[str] | None = None, max_atoms_per_batch: int = 256, num_workers: int = 0, seed: int = 0):
         super().__init__()
         self.save_hyperparameters()
         self.train_set: AtomsDataset | None = None
@@ -286,12 +249,6 @@ class EScAIPDataModule(MidEpochResume, L.LightningDataModule):
     def check_data(self) -> None:
         """Read the data now, before training starts (``zoo train`` calls it): a missing path, or a truncated or
         unlabelled frame, is one error naming it, and ``setup`` then reuses what was read."""
-        h = self.hparams
-        for paths in (h.train, h.val or []):
-            for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
-                if not Path(path).exists():
-                    raise FileNotFoundError(f"{path} does not exist: make data with `zoo escaip make-data` (see "
-                                            "`zoo escaip make-data --help`), or give your own extxyz files")
         self.setup("fit")
 
     def setup(self, stage: str | None = None) -> None:
@@ -317,10 +274,9 @@ class EScAIPDataModule(MidEpochResume, L.LightningDataModule):
         return fit_target_scaling(self.train_set, max_num_elements)
 
     def _loader(self, dataset: AtomsDataset, shuffle: bool) -> DataLoader:
-        sampler = AtomCountBatchSampler(
-            EpochSampler(dataset), dataset.atom_counts, self.hparams.max_atoms_per_batch,
-            shuffle=shuffle, seed=self.hparams.seed, resume_at=self.take_resume_at() if shuffle else None,
-        )
+        sampler = AtomCountBatchSampler(EpochSampler(dataset), dataset.atom_counts, self.hparams.max_atoms_per_batch,
+                                        shuffle=shuffle, seed=self.hparams.seed,
+                                        resume_at=self.take_resume_at() if shuffle else None)
         return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate_atoms,
                           num_workers=self.hparams.num_workers, persistent_workers=self.hparams.num_workers > 0)
 

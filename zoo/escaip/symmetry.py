@@ -1,10 +1,9 @@
 """Symmetry report: how far energies are from invariant and forces from equivariant.
 
-As the authors' ``check_model_equivariance.py``: for random rotations of four kinds (uniform random
-rotation matrices and rotations about x, y, z by a random angle), compare E(R x) with E(x) and F(R x) with
-R F(x), reporting MAE, maximum error and cosine similarity; random translations likewise. Direct-force
-models are not equivariant by design (their force head multiplies learned scalars with the Cartesian
-components of edge directions); gradient forces are.
+As the authors' ``check_model_equivariance.py``: for random rotations of four kinds (uniform random rotation matrices
+and rotations about x, y, z by a random angle), compare E(R x) with E(x) and F(R x) with R F(x), reporting MAE, maximum
+error and cosine similarity; random translations likewise. Direct-force models are not equivariant by design (their
+force head multiplies learned scalars with the Cartesian components of edge directions); gradient forces are.
 """
 
 from __future__ import annotations
@@ -62,8 +61,7 @@ def _predict(model, atoms_list) -> tuple[np.ndarray, np.ndarray | None]:
 
 
 def _compare(e0, f0, e1, f1, natoms) -> dict[str, float]:
-    row = {"energy_mae": float(np.mean(np.abs(e1 - e0))),
-           "energy_max": float(np.max(np.abs(e1 - e0))),
+    row = {"energy_mae": float(np.mean(np.abs(e1 - e0))), "energy_max": float(np.max(np.abs(e1 - e0))),
            "energy_max_per_atom": float(np.max(np.abs(e1 - e0) / natoms))}
     if f0 is not None:
         cos = np.sum(f0 * f1, 1) / np.maximum(np.linalg.norm(f0, axis=1) * np.linalg.norm(f1, axis=1), 1e-12)
@@ -84,31 +82,20 @@ def symmetry_report(model, structures=None, *, n_rotations: int = 32, n_translat
     natoms = np.array([len(a) for a in structures])
     e0, f0 = _predict(model, structures)
     report: dict[str, Any] = {"structures": [a.get_chemical_formula() for a in structures],
-                              "n_rotations": n_rotations, "n_translations": n_translations, "rotation": {}}
-    for kind in KINDS:
+                              "n_rotations": n_rotations, "n_translations": n_translations}
+
+    def summary(transforms) -> dict[str, float]:
         rows = []
-        for _ in range(n_rotations):
-            rot = random_rotation(kind, rng)
-            moved = []
-            for a in structures:
-                b = a.copy()
-                b.positions = a.positions @ rot.T
-                b.cell = a.cell.array @ rot.T
-                moved.append(b)
+        for rot, shift in transforms:
+            moved = [a.copy() for a in structures]
+            for a, b in zip(structures, moved):
+                b.positions, b.cell = a.positions @ rot.T + shift, a.cell.array @ rot.T
             e1, f1 = _predict(model, moved)
             rows.append(_compare(e0, None if f0 is None else f0 @ rot.T, e1, f1, natoms))
-        report["rotation"][kind] = _summarise(rows)
-    rows = []
-    for _ in range(n_translations):
-        shift = rng.uniform(-5, 5, size=3)
-        moved = []
-        for a in structures:
-            b = a.copy()
-            b.positions = a.positions + shift
-            moved.append(b)
-        e1, f1 = _predict(model, moved)
-        rows.append(_compare(e0, f0, e1, f1, natoms))
-    report["translation"] = _summarise(rows)
+        return _summarise(rows)
+
+    report["rotation"] = {kind: summary((random_rotation(kind, rng), 0.0) for _ in range(n_rotations)) for kind in KINDS}
+    report["translation"] = summary((np.eye(3), rng.uniform(-5, 5, size=3)) for _ in range(n_translations))
     return report
 
 
