@@ -8,7 +8,6 @@ from ase.stress import full_3x3_to_voigt_6_stress
 
 from zoo.escaip.data import atoms_to_batch
 from zoo.escaip.graph import candidate_table, nearest_candidates
-from zoo.escaip.module import validate_inputs
 
 __all__ = ["EScAIPCalculator"]
 
@@ -45,7 +44,7 @@ class EScAIPCalculator(Calculator):
         super().calculate(atoms, properties, system_changes)
         want_stress = self._check_stress(properties, [self.atoms])
         batch = atoms_to_batch([self.atoms], self.device)
-        validate_inputs(batch, self.module.scaling, self.module.cfg.max_num_elements)
+        self.module.check_inputs(batch)
         out = self.module._predict_valid(batch, stress=want_stress if self.module.model.gradient else None,
                                          table=self._candidates(batch))
         self.results = self._ase_results({key: value if key == "forces" else value[0] for key, value in out.items()},

@@ -177,9 +177,13 @@ class EScAIPModule(ZooModule):
         return self.model.cfg
 
     # ------------------------------------------------------------------ inference
+    def check_inputs(self, batch: dict[str, Tensor]) -> None:
+        """One clear error for inputs this potential cannot evaluate (:func:`validate_inputs`)."""
+        validate_inputs(batch, self.scaling, self.cfg.max_num_elements)
+
     def predict(self, batch: dict[str, Tensor], *, stress: bool | None = None) -> dict[str, Tensor]:
         """Physical predictions (detached): energy (G,) float64 in eV, forces (N, 3) eV/Å, stress (G, 3, 3) eV/Å^3."""
-        validate_inputs(batch, self.scaling, self.cfg.max_num_elements)
+        self.check_inputs(batch)
         return self._predict_valid(batch, stress=stress)
 
     def predict_many(self, images: Sequence, *, stress: bool | None = None,
@@ -191,7 +195,7 @@ class EScAIPModule(ZooModule):
 
         device = next(self.parameters()).device
         batch = atoms_to_batch(images, device)
-        validate_inputs(batch, self.scaling, self.cfg.max_num_elements)  # once: errors name the system's index
+        self.check_inputs(batch)  # once: errors name the system's index
         results: list[dict[str, Tensor]] = []
         for part in _split_batch(batch, max_atoms):
             out = self._predict_valid(part, stress=stress)
