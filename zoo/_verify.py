@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from zoo.errors import IntegrityError
-from zoo.io import atomic_path, sha256_file, storage_error
+from zoo.io import atomic_path, hash_file, sha256_file, storage_error
 from zoo.registry import FileSpec
 from zoo.settings import zoo_home
 
@@ -48,28 +48,30 @@ def file_pins(folder: Path, paths: Iterable[str] | None = None) -> dict[str, dic
     return {path: file_pin(folder / path) for path in paths}
 
 
-def matches(path: Path, spec: FileSpec) -> bool:
-    """Whether ``path`` holds exactly the pinned bytes (remembered per path/size/mtime/inode once checked)."""
+def mismatch(spec: FileSpec, path: Path) -> str | None:
+    """None when ``path`` holds exactly the pinned bytes (remembered per path/size/mtime/inode once checked), else
+    what differs, for an error message; the file is hashed at most once."""
     st = path.stat()
     marker = zoo_home() / "verified" / hashlib.sha256(str(path.resolve()).encode()).hexdigest()
     checked = f"{spec.sha256} {st.st_size} {st.st_mtime_ns} {st.st_ino}"
     if marker.exists() and marker.read_text() == checked:
-        return True
-    if (spec.size is not None and st.st_size != spec.size) or sha256_file(path) != spec.sha256:
-        return False
-    try:
-        with atomic_path(marker) as tmp:
-            tmp.write_text(checked)
-    except OSError as err:  # only a shortcut for the next load: a load goes on without it
-        home_unwritable(err)
-    return True
-
-
-def mismatch(spec: FileSpec, path: Path) -> str:
-    size = path.stat().st_size
-    got = f"size {size} bytes (expected {spec.size})" if spec.size is not None and size != spec.size else \
-        f"sha256 {sha256_file(path)}"
+        return None
+    if spec.size is not None and st.st_size != spec.size:
+        got = f"size {st.st_size} bytes (expected {spec.size})"
+    elif (actual := sha256_file(path)) != spec.sha256:
+        got = f"sha256 {actual}"
+    else:
+        try:
+            with atomic_path(marker) as tmp:
+                tmp.write_text(checked)
+        except OSError as err:  # only a shortcut for the next load: a load goes on without it
+            home_unwritable(err)
+        return None
     return f"{spec.path}: content does not match its pin (expected sha256 {spec.sha256}, got {got})"
+
+
+def matches(path: Path, spec: FileSpec) -> bool:
+    return mismatch(spec, path) is None
 
 
 def verify_file(path: Path, spec: FileSpec, *, delete_bad: bool) -> None:
@@ -77,9 +79,8 @@ def verify_file(path: Path, spec: FileSpec, *, delete_bad: bool) -> None:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{spec.path}: expected at {path}, but it is missing")
-    if matches(path, spec):
+    if (message := mismatch(spec, path)) is None:
         return
-    message = mismatch(spec, path)
     if delete_bad:
         delete_copy(path)
         raise IntegrityError(f"{message}. The bad copy was deleted; loading again downloads it afresh.")
@@ -96,11 +97,7 @@ def delete_copy(path: Path) -> None:
 
 
 def git_blob_id(path: Path) -> str:
-    h = hashlib.sha1(b"blob %d\0" % path.stat().st_size)
-    with open(path, "rb") as f:
-        while block := f.read(1 << 22):
-            h.update(block)
-    return h.hexdigest()
+    return hash_file(path, hashlib.sha1(b"blob %d\0" % path.stat().st_size))
 
 
 def matches_server_claim(path: Path) -> bool:

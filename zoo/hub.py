@@ -26,7 +26,7 @@ from zoo._download import fetch_upstream
 from zoo._hub_errors import hub_errors
 from zoo._hub_files import Done, Fail, NotCached, Retry, Verdict, cached, download_checked, in_hf_cache
 from zoo._hub_files import unreachable_hub
-from zoo._verify import file_pin, git_blob_id, home_unwritable, matches, matches_server_claim, mismatch, verify_file
+from zoo._verify import file_pin, git_blob_id, home_unwritable, matches_server_claim, mismatch, verify_file
 from zoo.errors import DownloadError, HubError, IntegrityError, OfflineError, RepoChangedError
 from zoo.io import atomic_path, check_space, write_json_atomic
 from zoo.registry import FileSpec, ModelEntry, get_entry
@@ -85,9 +85,8 @@ def _hub_file(repo_id: str, spec: FileSpec, revision: str, *, local_only: bool) 
         return cached(repo_id, spec.path, revision, spec)
 
     def check(local: Path) -> Verdict:
-        if matches(local, spec):
+        if (message := mismatch(spec, local)) is None:
             return Done()
-        message = mismatch(spec, local)
         if matches_server_claim(local):  # the server stands by these bytes: the repo changed, not the transfer
             return Fail(RepoChangedError(
                 f"{message}: Hub repo {repo_id}@{revision} serves a different {spec.path} than this zoo release "

@@ -120,12 +120,16 @@ def folder_undone_on_failure(folder: str | os.PathLike) -> Iterator[Path]:
         raise
 
 
-def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
+def hash_file(path: str | os.PathLike, h: Any, chunk: int = 1 << 22) -> str:
+    """The hex digest of ``h`` (a hashlib object, possibly primed with a header) updated with the file's bytes."""
     with open(path, "rb") as f:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    return hash_file(path, hashlib.sha256())
 
 
 @contextmanager
