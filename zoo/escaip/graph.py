@@ -18,6 +18,7 @@ Steps 1-2 are ``candidate_table`` (data-dependent shapes; with a skin, reusable 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -272,9 +273,10 @@ class CandidateTable:
     shift: Tensor  # (N, W, 3) lattice vectors from pos_j - pos_i to the displacement (wrapping folded in)
     batch: Tensor  # (N,) system of every atom
 
-    @property
+    @functools.cached_property
     def width(self) -> int:
-        """The columns of a table of T nearest: the largest T (a host sync; a fixed shape for a given system)."""
+        """The columns of a table of T nearest: the largest T (one host sync per table; a fixed shape for a given
+        system)."""
         return int(self.limit.max()) if len(self.limit) else 1
 
 
