@@ -122,9 +122,9 @@ def load_pair(base: str | os.PathLike | nn.Module, finetune: str | os.PathLike |
         names = [dtype_name(d) for d in (finetune_dtype, base_dtype, wide)]
         note(f"note: the fine-tune is {names[0]}, its base {names[1]}: both are compared in {names[2]} (exact), and the "
              f"delta applies to the base in {names[2]}, where the fine-tune's smallest updates do not round away")
-    if base_dtype != wide:  # loaded again as the delta will load it: zoo.load(base, dtype=wide)
-        base_model = copy.deepcopy(base).to(wide) if isinstance(base, nn.Module) else load_model(
-            base, revision=base_revision, dtype=wide)
+    # an upcast is exact: the base cast to ``wide`` is the one zoo.load(base, dtype=wide) gives the delta
+    if base_dtype != wide:
+        base_model = (copy.deepcopy(base_model) if base_model is base else base_model).to(wide)
     if finetune_dtype != wide:
-        finetune_model = (copy.deepcopy(finetune) if isinstance(finetune, nn.Module) else finetune_model).to(wide)
+        finetune_model = (copy.deepcopy(finetune_model) if finetune_model is finetune else finetune_model).to(wide)
     return base_model, finetune_model
