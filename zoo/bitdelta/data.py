@@ -22,14 +22,19 @@ __all__ = ["ByteTokenizer", "get_tokenizer", "load_tokens", "load_token_rows", "
 
 
 class ByteTokenizer:
-    """UTF-8 bytes as token ids 0..255 (for byte-level models such as the fixtures' 256-token Llama)."""
+    """UTF-8 bytes as token ids 0..255 (for byte-level models such as the fixtures' 256-token Llama), called and
+    decoding as a ``transformers`` tokenizer does (there are no special tokens to add or skip)."""
 
     vocab_size = 256
+    pad_token_id = 0
 
     def encode(self, text: str) -> list[int]:
         return list(text.encode("utf-8"))
 
-    def decode(self, ids) -> str:
+    def __call__(self, text: str, **kwargs) -> dict[str, list[int]]:
+        return {"input_ids": self.encode(text)}
+
+    def decode(self, ids, **kwargs) -> str:
         return bytes(int(i) for i in ids).decode("utf-8", errors="replace")
 
 
@@ -49,8 +54,6 @@ def load_tokens(path: str | os.PathLike, tokenizer="bytes") -> torch.Tensor:
     """All tokens of a text file, 1-d int64."""
     tokenizer = get_tokenizer(tokenizer) if isinstance(tokenizer, (str, os.PathLike)) else tokenizer
     text = Path(path).read_text(encoding="utf-8")
-    if isinstance(tokenizer, ByteTokenizer):
-        return torch.tensor(tokenizer.encode(text), dtype=torch.long)
     return torch.tensor(tokenizer(text, add_special_tokens=False)["input_ids"], dtype=torch.long)
 
 

@@ -169,11 +169,6 @@ class TenantSwitch(nn.Module):
 
 
 # ----------------------------------------------------------------------------- applying deltas
-def _set_submodule(model: nn.Module, name: str, new: nn.Module) -> None:
-    parent_name, _, child = name.rpartition(".")
-    setattr(model.get_submodule(parent_name) if parent_name else model, child, new)
-
-
 def _owner(model: nn.Module, name: str) -> tuple[nn.Module, str, str]:
     """The module owning state-dict entry ``name``, the module's path and the local tensor name."""
     path, _, local = name.rpartition(".")
@@ -251,7 +246,7 @@ def apply_deltas_(model: nn.Module, deltas: Sequence[BitDelta], *, merged: bool 
         scales = torch.stack([d.scales[name].reshape(()) for d in deltas]).to(weight.device)
         layer = BitDeltaLinear(weight, bias, masks, scales, merged=merged, block_size=block_size,
                                grad_through_signs=grad_through_signs)
-        _set_submodule(model, name, layer.to(weight.device))
+        model.set_submodule(name, layer.to(weight.device))
 
     carried = [{k: v for k, v in p.items() if not (k.endswith(".bias") and k[:-5] in first.shapes)} for p in params]
     if len(deltas) == 1:
@@ -268,7 +263,7 @@ def apply_deltas_(model: nn.Module, deltas: Sequence[BitDelta], *, merged: bool 
             if any(True for _ in owner.children()):
                 raise ValueError(f"tenants carry different tensors of {path!r}, which is not a leaf module; "
                                  "only leaf modules (embeddings, norms, heads) can be switched per tenant")
-            _set_submodule(model, path, TenantSwitch(owner, overrides))
+            model.set_submodule(path, TenantSwitch(owner, overrides))
     _sync_vocab_size(model)
     return model
 
@@ -304,6 +299,6 @@ def unwrap_merged_(model: nn.Module) -> nn.Module:
         linear.weight = nn.Parameter(layer.weight.clone())
         if layer.bias is not None:
             linear.bias = nn.Parameter(layer.bias.detach().clone())
-        _set_submodule(model, name, linear)
+        model.set_submodule(name, linear)
     return model
 

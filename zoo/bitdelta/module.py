@@ -114,16 +114,11 @@ def generate_text(generate, tokenizer, prompt: str, *, rows: int = 1, max_new_to
     ``generate(input_ids, **kwargs)``, e.g. a causal LM's or a multi-tenant server's with its tenants bound.
     Greedy at ``temperature`` 0; otherwise sampled (``top_k`` 0 and ``top_p`` 1 filter nothing) from the global
     torch RNG, seeded with ``seed`` if given."""
-    from zoo.bitdelta.data import ByteTokenizer
-
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
-    if isinstance(tokenizer, ByteTokenizer):
-        ids, pad, special = tokenizer.encode(prompt), 0, {}
-    else:
-        ids = tokenizer(prompt)["input_ids"]
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        special = {"skip_special_tokens": True}
+    ids = tokenizer(prompt)["input_ids"]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    special = {"skip_special_tokens": True}
     if not ids:
         raise ValueError("the prompt is empty; give at least one character")
     sampling = ({"do_sample": True, "temperature": temperature, "top_k": top_k, "top_p": top_p} if temperature > 0
@@ -141,17 +136,22 @@ def generate_text(generate, tokenizer, prompt: str, *, rows: int = 1, max_new_to
             for t, row in zip(texts, out)]
 
 
-def _continue_text(model: nn.Module, tokenizer, prompt: str, max_new_tokens: int, temperature: float, **kw) -> str:
-    lm = causal_lm(model)
-    return generate_text(lm.generate, tokenizer, prompt, max_new_tokens=max_new_tokens, temperature=temperature,
-                         device=lm.device, **kw)[0]
-
-
 class _Wrapper(ZooModule):
     """A zoo module around ``self.model``, trained on ``_step_loss(batch)`` (logged as train_loss / val_loss)."""
 
     def forward(self, *args, **kwargs):
         return self.model(*args, **kwargs)
+
+    def generate(self, prompt: str, max_new_tokens: int = 80, temperature: float = 0.0, *, top_k: int = 0,
+                 top_p: float = 1.0, seed: int | None = None, tokenizer=None) -> str:
+        """Continue ``prompt`` (greedy at temperature 0). The zoo's byte-level models read UTF-8 bytes; other
+        vocabularies need ``tokenizer`` (see :func:`text_tokenizer`)."""
+        lm = causal_lm(self.model)
+        return generate_text(lm.generate, self._text_tokenizer(tokenizer), prompt, max_new_tokens=max_new_tokens,
+                             temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, device=lm.device)[0]
+
+    def _text_tokenizer(self, tokenizer):
+        return text_tokenizer(self, tokenizer)
 
     def _step(self, hook: str, name: str, batch, batch_idx):
         loss = self._step_loss(batch)
@@ -226,13 +226,6 @@ class CausalLM(_Wrapper):
         if not inv_freq.is_meta and inv_freq.dtype != torch.float32:
             self.reset_nonpersistent_buffers(inv_freq.device)
         return self
-
-    def generate(self, prompt: str, max_new_tokens: int = 80, temperature: float = 0.0, *, top_k: int = 0,
-                 top_p: float = 1.0, seed: int | None = None, tokenizer=None) -> str:
-        """Continue ``prompt`` (greedy at temperature 0). The zoo's byte-level models read UTF-8 bytes; other
-        vocabularies need ``tokenizer`` (see :func:`text_tokenizer`)."""
-        return _continue_text(self.model, text_tokenizer(self, tokenizer), prompt, max_new_tokens, temperature,
-                              top_k=top_k, top_p=top_p, seed=seed)
 
     def _step_loss(self, batch) -> torch.Tensor:
         return _lm_loss(self.model, batch)
@@ -348,18 +341,13 @@ class BitDeltaModule(_SavedAsDelta):
 
     def generate(self, *args, **kwargs):
         """The fine-tune's ``generate``: a zoo base's own (a CausalLM's text, an RCG stage's images), or for a Hugging
-        Face causal LM :meth:`_generate_text`."""
+        Face causal LM the text continuation in its base's vocabulary (a Mistral delta offline needs ``tokenizer``)."""
         if self._base_answers("generate") and hasattr(self.model, "generate"):
             return self.model.generate(*args, **kwargs)
-        return self._generate_text(*args, **kwargs)
+        return super().generate(*args, **kwargs)
 
-    def _generate_text(self, prompt: str, max_new_tokens: int = 80, temperature: float = 0.0, *, top_k: int = 0,
-                       top_p: float = 1.0, seed: int | None = None, tokenizer=None) -> str:
-        """Continue ``prompt`` with the fine-tune (greedy at temperature 0), in its base's vocabulary: bytes for the
-        zoo's byte-level family, the base's Hugging Face tokenizer otherwise (``tokenizer`` overrides; a Mistral
-        delta offline needs it, see :func:`text_tokenizer`)."""
-        tok = text_tokenizer(self, tokenizer, source=self.tokenizer_source, revision=self.hparams.base_revision)
-        return _continue_text(self.model, tok, prompt, max_new_tokens, temperature, top_k=top_k, top_p=top_p, seed=seed)
+    def _text_tokenizer(self, tokenizer):  # without one, the base's
+        return text_tokenizer(self, tokenizer, source=self.tokenizer_source, revision=self.hparams.base_revision)
 
     def _inner_step(self, hook: str, batch, batch_idx):
         """Run a zoo base module's own step. The Trainer drives this module only, so the inner one's ``self.log``
