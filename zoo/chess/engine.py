@@ -128,22 +128,21 @@ class ChessEngine:
 
     def analyse_many(self, boards: list[chess.Board]) -> list[MoveAnalysis]:
         """Analyse many positions with one batched pass over all their rows."""
-        per_board = []
         for board in boards:
             if not any(board.legal_moves):
                 raise ValueError(f"no legal moves in {board.fen()}: the game is over ({board.result()})")
-            moves = legal_moves(board)
-            per_board.append((moves, self._rows(board, moves)))
-        all_rows = np.concatenate([rows for _, rows in per_board]) if per_board else np.zeros((0, 79), np.int32)
-        log_probs = self.last_log_probs(all_rows)
-        results, offset = [], 0
-        for board, (moves, rows) in zip(boards, per_board):
-            results.append(self._finish(board, moves, log_probs[offset : offset + len(rows)]))
-            offset += len(rows)
-        return results
+        if not boards:
+            return []
+        moves = [legal_moves(board) for board in boards]
+        rows = [self._rows(board, board_moves) for board, board_moves in zip(boards, moves)]
+        log_probs = np.split(self.last_log_probs(np.concatenate(rows)), np.cumsum([len(r) for r in rows])[:-1])
+        return [self._finish(board, m, lp) for board, m, lp in zip(boards, moves, log_probs)]
 
-    def analyse(self, board: chess.Board) -> MoveAnalysis:
-        return self.analyse_many([board])[0]
+    def analyse(self, board: chess.Board, moves: list[chess.Move] | None = None) -> MoveAnalysis:
+        """Every legal move of ``board`` valued, or only ``moves`` (legal, in the official order)."""
+        if moves is None:
+            return self.analyse_many([board])[0]
+        return self._finish(board, moves, self.last_log_probs(self._rows(board, moves)))
 
     def _finish(self, board: chess.Board, moves: list[chess.Move], log_probs: np.ndarray) -> MoveAnalysis:
         state = None

@@ -238,20 +238,19 @@ _PIECE_VALUES = {chess.PAWN: 1, chess.KNIGHT: 3, chess.BISHOP: 3, chess.ROOK: 5,
 class RandomMover:
     """Plays a uniformly random legal move (seeded)."""
 
+    name = "random mover"
+
     def __init__(self, seed: int = 0):
         self.rng = random.Random(seed)
-        self.name = "random mover"
 
     def play(self, board: chess.Board) -> chess.Move:
         return self.rng.choice(sorted(board.legal_moves, key=lambda m: m.uci()))
 
 
-class MaterialGreedy:
+class MaterialGreedy(RandomMover):
     """One-ply greedy: mates if it can, else maximises its material balance after the move (random ties)."""
 
-    def __init__(self, seed: int = 0):
-        self.rng = random.Random(seed)
-        self.name = "material-greedy (1 ply)"
+    name = "material-greedy (1 ply)"
 
     @staticmethod
     def material(board: chess.Board, color: chess.Color) -> int:

@@ -10,6 +10,7 @@ first, and plays the best one valued before the deadline. ``infinite`` and ``pon
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import sys
@@ -318,10 +319,7 @@ class UCIProtocol:
     def _timed(self, engine: ChessEngine, board: chess.Board, moves: list[chess.Move], rows: int) -> MoveAnalysis:
         """One batched analysis of ``moves`` (legal, in the official order), updating the measured cost per row."""
         begin = self.clock()
-        if len(moves) == board.legal_moves.count():
-            analysis = engine.analyse(board)
-        else:  # the engine's own row building and scoring, on a subset of the legal moves
-            analysis = engine._finish(board, moves, engine.last_log_probs(engine._rows(board, moves)))
+        analysis = engine.analyse(board, moves)
         self.row_seconds = 0.5 * self.row_seconds + 0.5 * (self.clock() - begin) / rows
         return analysis
 
@@ -330,17 +328,13 @@ def _merge(parts: list[MoveAnalysis]) -> MoveAnalysis:
     """One analysis from analyses of disjoint move subsets of a position, in the official move order."""
     import numpy as np
 
-    from zoo.chess.engine import ACTION_TO_INDEX, MoveAnalysis
+    from zoo.chess.engine import ACTION_TO_INDEX
 
     moves = [m for p in parts for m in p.moves]
     order = sorted(range(len(moves)), key=lambda i: ACTION_TO_INDEX[moves[i].uci()])
-
-    def field(name: str) -> np.ndarray:
-        return np.concatenate([getattr(p, name) for p in parts])[order]
-
-    first = parts[0]
-    return MoveAnalysis(first.fen, first.policy, [moves[i] for i in order], field("win_probs"), field("scores"),
-                        field("repetition_draw"), field("log_probs"), first.state_win_prob)
+    per_move = {name: np.concatenate([getattr(p, name) for p in parts])[order]
+                for name in ("win_probs", "scores", "repetition_draw", "log_probs")}
+    return dataclasses.replace(parts[0], moves=[moves[i] for i in order], **per_move)
 
 
 def play_terminal(engine: ChessEngine, *, human: chess.Color = chess.WHITE, fen: str | None = None,
