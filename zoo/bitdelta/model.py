@@ -198,14 +198,6 @@ def _assign_tensor(model: nn.Module, name: str, value: torch.Tensor) -> None:
         owner.out_features, owner.in_features = new.shape
 
 
-def _sync_vocab_size(model: nn.Module) -> None:
-    """HF models: ``config.vocab_size`` follows the (carried) output embedding, as the official loader does."""
-    config, get_out = getattr(model, "config", None), getattr(model, "get_output_embeddings", None)
-    if config is not None and hasattr(config, "vocab_size") and callable(get_out) \
-            and isinstance(head := get_out(), nn.Linear):
-        config.vocab_size = head.weight.shape[0]
-
-
 def compressed_layers(model: nn.Module) -> dict[str, BitDeltaLinear]:
     return {n: m for n, m in model.named_modules() if isinstance(m, BitDeltaLinear)}
 
@@ -264,7 +256,10 @@ def apply_deltas_(model: nn.Module, deltas: Sequence[BitDelta], *, merged: bool 
                 raise ValueError(f"tenants carry different tensors of {path!r}, which is not a leaf module; "
                                  "only leaf modules (embeddings, norms, heads) can be switched per tenant")
             model.set_submodule(path, TenantSwitch(owner, overrides))
-    _sync_vocab_size(model)
+    # HF models: config.vocab_size follows the (carried) output embedding, as the official loader does
+    config, get_out = getattr(model, "config", None), getattr(model, "get_output_embeddings", None)
+    if hasattr(config, "vocab_size") and callable(get_out) and isinstance(head := get_out(), nn.Linear):
+        config.vocab_size = head.weight.shape[0]
     return model
 
 

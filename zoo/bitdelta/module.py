@@ -273,13 +273,11 @@ class BitDeltaModule(_SavedAsDelta):
 
     def _empty_delta(self) -> BitDelta:
         hp = self.hparams
-        shapes = {n: (int(o), int(i)) for n, (o, i) in hp.modules.items()}
-        return BitDelta(
-            masks={n: torch.zeros(-(-i // 32), o, dtype=torch.int32) for n, (o, i) in shapes.items()},
-            scales={n: torch.zeros(()) for n in shapes}, shapes=shapes,
-            params={n: torch.zeros(p["shape"], dtype=parse_dtype(p["dtype"], floating=False))
-                    for n, p in (hp.params or {}).items()},
-            base=hp.base, base_revision=hp.base_revision, base_sha256=hp.base_sha256, base_dtype=hp.base_dtype)
+        state = {n: torch.zeros(p["shape"], dtype=parse_dtype(p["dtype"], floating=False))
+                 for n, p in (hp.params or {}).items()}
+        for n, (o, i) in hp.modules.items():
+            state.update({f"{n}.mask": torch.zeros(-(-i // 32), o, dtype=torch.int32), f"{n}.coeff": torch.zeros(())})
+        return BitDelta.from_state_dict(state, hp)
 
     @classmethod
     def from_repo_dir(cls, directory: Path, hparams: dict[str, Any], *, device: torch.device, dtype: torch.dtype | None,

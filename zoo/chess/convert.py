@@ -60,18 +60,15 @@ def find_params_dir(root: str | os.PathLike, step: int | None = None, ema: bool 
 
 
 class OrbaxArray:
-    """One array of an Orbax checkpoint, opened (shape and dtype known) but read only by :meth:`read`."""
+    """One array of an Orbax checkpoint, opened (shape and dtype known) but read only by ``np.asarray``."""
 
     def __init__(self, store):
         self._store = store
         self.shape = tuple(int(d) for d in store.shape)
         self.dtype = np.dtype(store.dtype.numpy_dtype)
 
-    def read(self) -> np.ndarray:
-        return np.asarray(self._store.read().result())
-
     def __array__(self, dtype=None, copy=None):
-        array = self.read()
+        array = np.asarray(self._store.read().result())
         return array if dtype is None else array.astype(dtype)
 
 
@@ -101,7 +98,7 @@ def read_orbax(params_dir: str | os.PathLike, lazy: bool = False) -> dict[str, n
     for name in names:
         module, _, param = name.rpartition(".")
         array = OrbaxArray(ts.open({"driver": "zarr", "kvstore": kvstore, "path": name + "/"}, open=True).result())
-        out[f"{module}/{param}"] = array if lazy else array.read()
+        out[f"{module}/{param}"] = array if lazy else np.asarray(array)
     return out
 
 

@@ -42,17 +42,18 @@ def win_prob_to_centipawns(p: float) -> int:
 
 
 class GoLimits:
-    """The arguments of one ``go`` command."""
+    """The arguments of one ``go`` command; ``held`` (``infinite`` or ``ponder``): the answer waits for ``stop`` or
+    ``ponderhit``."""
 
     def __init__(self, args: list[str], board: chess.Board):
         self.numbers: dict[str, int] = {}
-        self.flags: set[str] = set()
+        self.held = False
         self.searchmoves: list[chess.Move] = []
         i = 0
         while i < len(args):
             word = args[i]
             if word in _GO_FLAGS:
-                self.flags.add(word)
+                self.held = True
             elif word in _GO_NUMBERS:
                 if i + 1 == len(args):
                     raise ValueError(f"go {word} needs a number")
@@ -74,11 +75,6 @@ class GoLimits:
             else:
                 raise ValueError(f"unknown go argument {word!r}")
             i += 1
-
-    @property
-    def held(self) -> bool:
-        """``infinite`` and ``ponder``: the answer waits for ``stop`` or ``ponderhit``."""
-        return bool(self.flags)
 
     def budget(self, turn: chess.Color) -> float | None:
         """Seconds this move may take (None: no limit)."""
