@@ -1,11 +1,7 @@
 """Packed sign bits: the storage layout of a BitDelta mask and the matmul that reads it.
 
-Layout (the official one, kept so official files convert without repacking): a weight of shape
-(out, in) has its sign bits packed into an int32 tensor of shape (ceil(in/32), out). Bit j (value 2**j) of
-word w in column o holds the sign of input index 32*w + j: least-significant bit first, along the input
-(reduction) axis. Words are two's-complement int32, so a word with bit 31 set is negative. Bit 1 means
-"delta >= 0" and stands for +scale; bit 0 stands for -scale. A delta of exactly zero is bit 1 (+scale), as in
-the official code (the paper's Sign would give -scale). Padding bits past ``in`` are 1 and never read.
+The layout (:data:`BIT_ORDER`, :data:`SIGN_CONVENTION`) is the official one, kept so official files convert without
+repacking. A delta of exactly zero is bit 1 (+scale), as in the official code (the paper's Sign would give -scale).
 """
 
 from __future__ import annotations

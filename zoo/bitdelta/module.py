@@ -262,13 +262,12 @@ class BitDeltaModule(_SavedAsDelta):
             apply_deltas_(model, [delta], merged=merged, block_size=block_size)
         self.model = model
         self.tokenizer_source = base  # where the base (and so its tokenizer) comes from; from_repo_dir may refine it
-        self.carried = list(delta.params)
         self.carried_dtypes = {name: t.dtype for name, t in delta.params.items()}  # as stored in the delta
         self._identity = delta.identity()
         for layer in compressed_layers(model).values():
             layer.scales.requires_grad_(True)
         for name, param in model.named_parameters():
-            if name in self.carried:
+            if name in self.carried_dtypes:
                 param.requires_grad_(True)
 
     def _empty_delta(self) -> BitDelta:
@@ -307,7 +306,7 @@ class BitDeltaModule(_SavedAsDelta):
     # ------------------------------------------------------------------ the delta
     def to_delta(self) -> BitDelta:
         state = self.model.state_dict()
-        return delta_from_model(self.model, {n: state[n].to(self.carried_dtypes[n]) for n in self.carried}, self._identity)
+        return delta_from_model(self.model, {n: state[n].to(d) for n, d in self.carried_dtypes.items()}, self._identity)
 
     def store_as_(self, dtype: torch.dtype) -> BitDeltaModule:
         """Save the carried full-precision tensors in ``dtype`` from now on (e.g. bf16 to shrink a delta repo); the

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 import re
-from functools import lru_cache
 
+import chess
 import numpy as np
 
 __all__ = ["VOCAB", "FEN_LENGTH", "NUM_ACTIONS", "ACTIONS", "ACTION_TO_INDEX", "tokenize", "square_token_index",
@@ -91,10 +91,6 @@ def square_token_index(square):
 _FILES = "abcdefgh"
 
 
-def _square_name(square: int) -> str:
-    return _FILES[square % 8] + str(square // 8 + 1)
-
-
 def _build_actions() -> tuple[str, ...]:
     """The official order: per source square a1..h8, queen targets then knight targets (each ascending),
     followed by the 176 promotions (rank 2->1 then 7->8; per file: push, left capture, right capture; q r b n)."""
@@ -103,7 +99,7 @@ def _build_actions() -> tuple[str, ...]:
         steps = {t: (abs(t % 8 - source % 8), abs(t // 8 - source // 8)) for t in range(64) if t != source}
         queen = [t for t, (df, dr) in steps.items() if df == 0 or dr == 0 or df == dr]
         knight = [t for t, (df, dr) in steps.items() if {df, dr} == {1, 2}]
-        actions += [_square_name(source) + _square_name(t) for t in queen + knight]
+        actions += [chess.square_name(source) + chess.square_name(t) for t in queen + knight]
     for from_rank, to_rank in (("2", "1"), ("7", "8")):
         for i, file in enumerate(_FILES):
             for target in [file] + ([_FILES[i - 1]] if i > 0 else []) + ([_FILES[i + 1]] if i < 7 else []):
@@ -141,11 +137,6 @@ def mate_win_probability(mate: int) -> float:
     return 1.0 if mate > 0 else 0.0
 
 
-@lru_cache(maxsize=None)
-def _edges(num_buckets: int) -> np.ndarray:
-    return np.arange(1, num_buckets, dtype=np.float64) / num_buckets
-
-
 def bucket_values(num_buckets: int = 128) -> np.ndarray:
     """The bucket centres (k + 0.5)/K (float64): a bucket distribution's expected win prob is P @ values."""
     return (np.arange(num_buckets, dtype=np.float64) + 0.5) / num_buckets
@@ -156,5 +147,6 @@ def to_bucket(win_prob, num_buckets: int = 128):
     p = np.asarray(win_prob, dtype=np.float64)
     if np.any(np.isnan(p)) or np.any((p < 0) | (p > 1)):
         raise ValueError(f"win probabilities must lie in [0, 1], got {win_prob!r}")
-    out = np.searchsorted(_edges(num_buckets), p, side="left")
+    edges = np.arange(1, num_buckets, dtype=np.float64) / num_buckets
+    out = np.searchsorted(edges, p, side="left")
     return int(out) if out.ndim == 0 else out
