@@ -32,7 +32,6 @@ class MultiTenantLM(nn.Module):
             except ValueError as err:
                 raise ValueError(f"tenant {i}: {err}") from None
         self.model = apply_deltas_(base, deltas, merged=False, block_size=block_size)
-        self.num_tenants = len(deltas)
         self.tokenizer_source: str | None = None  # where the base's tokenizer lives (set by from_repos)
 
     @classmethod

@@ -297,18 +297,6 @@ def _adjudicate(judge: chess.engine.SimpleEngine, board: chess.Board, seconds: f
     return None
 
 
-def _play_out(board: chess.Board, white, black, judge: chess.engine.SimpleEngine | None,
-              adjudication_time: float | None, max_plies: int) -> tuple[chess.Color, str] | None:
-    """Play ``board`` on until the game ends, ``max_plies`` or the judge's verdict (returned; None otherwise)."""
-    while not board.is_game_over(claim_draw=True) and len(board.move_stack) < max_plies:
-        board.push((white if board.turn == chess.WHITE else black).play(board))
-        if judge is not None and not board.is_game_over(claim_draw=True):
-            verdict = _adjudicate(judge, board, adjudication_time)
-            if verdict is not None:
-                return verdict
-    return None
-
-
 def play_match(engine: ChessEngine, opponent=None, *, games: int = 10, stockfish: str = DEFAULT_STOCKFISH,
                skill_level: int | None = 0, nodes: int | None = 1000, depth: int | None = None, book: str | None = None,
                opening_plies: int = 6, max_plies: int = 400, adjudication_time: float | None = ADJUDICATION_TIME,
@@ -341,7 +329,11 @@ def play_match(engine: ChessEngine, opponent=None, *, games: int = 10, stockfish
                     play_book(opening, book, opening_plies, rng)
             board = opening.copy()
             white, black = (engine, opponent) if model_white else (opponent, engine)
-            verdict = _play_out(board, white, black, judge, adjudication_time, max_plies)
+            verdict = None  # the judge's (winner, reason), once it has one
+            while verdict is None and not board.is_game_over(claim_draw=True) and len(board.move_stack) < max_plies:
+                board.push((white if board.turn == chess.WHITE else black).play(board))
+                if judge is not None and not board.is_game_over(claim_draw=True):
+                    verdict = _adjudicate(judge, board, adjudication_time)
             outcome = board.outcome(claim_draw=True)
             winner = verdict[0] if verdict else (outcome.winner if outcome else None)
             if winner is None:

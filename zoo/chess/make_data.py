@@ -13,6 +13,7 @@ from train) and writes ``{train,test}/{action_value,state_value,behavioral_cloni
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import multiprocessing
 import os
@@ -100,7 +101,8 @@ def _annotate(engine: chess.engine.SimpleEngine, board: chess.Board, depth: int)
             "state_value": score_to_win_prob(info["score"], board.turn), "best_move": info["pv"][0].uci()}
 
 
-def _play_game(cfg: DataConfig, game: int) -> dict:
+def _play_game(cfg: DataConfig, games_dir: Path, game: int) -> int:
+    """Play and annotate game ``game`` into ``games_dir``; returns its number of positions."""
     rng = random.Random(f"game-{cfg.seed}-{game}")
     board = chess.Board()
     positions = []
@@ -115,14 +117,10 @@ def _play_game(cfg: DataConfig, game: int) -> dict:
             else:
                 move = engine.play(board, chess.engine.Limit(depth=cfg.selfplay_depth)).move
             board.push(move)
-    return {"game": game, "split": cfg.split_of(game), "moves": [m.uci() for m in board.move_stack], "positions": positions}
-
-
-def _worker(args: tuple[DataConfig, int, str]) -> tuple[int, int]:
-    cfg, game, games_dir = args
-    result = _play_game(cfg, game)
-    write_json_atomic(Path(games_dir) / f"game_{game:06d}.json", result)
-    return game, len(result["positions"])
+    result = {"game": game, "split": cfg.split_of(game), "moves": [m.uci() for m in board.move_stack],
+              "positions": positions}
+    write_json_atomic(games_dir / f"game_{game:06d}.json", result)
+    return len(positions)
 
 
 # ----------------------------------------------------------------------------- driver
@@ -180,9 +178,9 @@ def make_data(out_dir: str | os.PathLike, cfg: DataConfig, *, workers: int | Non
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
     bar = tqdm(total=cfg.num_games, initial=cfg.num_games - len(todo), desc="games", unit="game", disable=not progress)
     positions = 0
-    jobs = [(cfg, g, str(games_dir)) for g in todo]
+    play = functools.partial(_play_game, cfg, games_dir)
     with multiprocessing.get_context("spawn").Pool(workers) if workers > 1 else contextlib.nullcontext() as pool:
-        for _, n in pool.imap_unordered(_worker, jobs) if pool else map(_worker, jobs):
+        for n in pool.imap_unordered(play, todo) if pool else map(play, todo):
             positions += n
             bar.update(1)
             bar.set_postfix(positions=positions)

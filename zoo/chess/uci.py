@@ -298,10 +298,9 @@ class UCIProtocol:
         from zoo.chess.engine import legal_moves
 
         moves = [m for m in legal_moves(board) if not searchmoves or m in searchmoves]
-        if engine.policy == "behavioral_cloning":  # one row values every move: nothing to budget
-            return self._timed(engine, board, moves, 1), len(moves)
-        if deadline is None or self.row_seconds * len(moves) <= _PLAN_SHARE * (deadline - self.clock()):
-            return self._timed(engine, board, moves, len(moves)), len(moves)
+        bc = engine.policy == "behavioral_cloning"  # one row values every move: nothing to budget
+        if bc or deadline is None or self.row_seconds * len(moves) <= _PLAN_SHARE * (deadline - self.clock()):
+            return self._timed(engine, board, moves, 1 if bc else len(moves)), len(moves)
         parts, todo = [], _forcing_first(board, moves)
         while todo:
             fits = int(_PLAN_SHARE * (deadline - self.clock()) / self.row_seconds)
