@@ -394,31 +394,27 @@ class ScaleDistillation(_SavedAsDelta):
             raise ValueError(f"mode must be 'scales' (train α only) or 'official' (α and full-precision params), got {mode!r}")
         self.save_hyperparameters(ignore=["base_model", "finetune_model"])
         with torch.device("cpu"):  # real tensors even when a checkpoint loader builds us under the meta device
-            self._build(base_model, finetune_model)
-
-    def _build(self, base_model: nn.Module | None, finetune_model: nn.Module | None) -> None:
-        hp = self.hparams
-        base_m, teacher = load_pair(base_model if base_model is not None else hp.base,
-                                    finetune_model if finetune_model is not None else hp.finetune, dtype=hp.dtype,
-                                    base_revision=hp.base_revision, finetune_revision=hp.finetune_revision,
-                                    note=rank_zero_info)
-        delta = compress(base_m, teacher, select=hp.select, exclude=hp.exclude or (), base_name=hp.base,
-                         base_revision=hp.base_revision)
-        compressed = {f"{n}.weight" for n in delta.shapes}
-        # the base's full-precision tensors: a trained tensor is carried only where it ends up different
-        self._base_tensors = {k: v.detach().clone() for k, v in base_m.state_dict().items() if k not in compressed}
-        student = copy.deepcopy(base_m) if base_m is base_model else base_m  # never change a model passed in
-        student.requires_grad_(False)
-        apply_deltas_(student, [delta], merged=False, block_size=hp.block_size, grad_through_signs=hp.mode != "official")
-        for layer in compressed_layers(student).values():
-            layer.scales.requires_grad_(True)
-        if hp.mode == "official":  # the official optimizer gets every student parameter; base weights are buffers
-            student.requires_grad_(True)
-        self.model = student.eval()  # see parts_in_eval_mode()
-        self._identity = delta.identity()
-        self._new_tensors = [k for k in delta.params if k not in self._base_tensors]
-        # a list: not a submodule, so it stays out of checkpoints and the optimizer
-        self._teacher = [teacher.requires_grad_(False).eval()]
+            base_m, teacher = load_pair(base if base_model is None else base_model,
+                                        finetune if finetune_model is None else finetune_model, dtype=dtype,
+                                        base_revision=base_revision, finetune_revision=finetune_revision,
+                                        note=rank_zero_info)
+            delta = compress(base_m, teacher, select=select, exclude=exclude or (), base_name=base,
+                             base_revision=base_revision)
+            compressed = {f"{n}.weight" for n in delta.shapes}
+            # the base's full-precision tensors: a trained tensor is carried only where it ends up different
+            self._base_tensors = {k: v.detach().clone() for k, v in base_m.state_dict().items() if k not in compressed}
+            student = copy.deepcopy(base_m) if base_m is base_model else base_m  # never change a model passed in
+            student.requires_grad_(False)
+            apply_deltas_(student, [delta], merged=False, block_size=block_size, grad_through_signs=mode != "official")
+            for layer in compressed_layers(student).values():
+                layer.scales.requires_grad_(True)
+            if mode == "official":  # the official optimizer gets every student parameter; base weights are buffers
+                student.requires_grad_(True)
+            self.model = student.eval()  # see parts_in_eval_mode()
+            self._identity = delta.identity()
+            self._new_tensors = [k for k in delta.params if k not in self._base_tensors]
+            # a list: not a submodule, so it stays out of checkpoints and the optimizer
+            self._teacher = [teacher.requires_grad_(False).eval()]
 
     @property
     def teacher(self) -> nn.Module:
