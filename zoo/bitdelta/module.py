@@ -1,13 +1,4 @@
-"""BitDelta LightningModules: a fine-tune loaded as base + 1-bit delta, and scale distillation.
-
-* :class:`BitDeltaModule` is what ``zoo.load("<delta>")`` returns: the base model (a zoo model or a Hugging
-  Face causal LM) with the delta applied, merged by default, ``merged=False`` for the packed-bit forward.
-  Training it trains the delta (the scales and the carried tensors); the base stays frozen.
-* :class:`ScaleDistillation` compresses a fine-tune against its base and trains the scales so the compressed
-  model's logits match the fine-tune's (logit MSE). ``mode="scales"`` trains only α (the paper);
-  ``mode="official"`` reproduces the official ``train.py``: α plus every full-precision parameter, AdamW with
-  weight decay 0.01, and no gradient through the 1-bit branch.
-"""
+"""BitDelta LightningModules: a fine-tune loaded as base + 1-bit delta, scale distillation, and the zoo's own LM."""
 
 from __future__ import annotations
 
@@ -238,7 +229,9 @@ class CausalLM(_Wrapper):
 
 
 class BitDeltaModule(_SavedAsDelta):
-    """A fine-tuned model held as its base plus a BitDelta; the hyperparameters describe the delta."""
+    """What ``zoo.load("<delta>")`` returns: the base (a zoo model or a Hugging Face causal LM) with the delta applied,
+    merged by default (``merged=False``: the packed-bit forward). The hyperparameters describe the delta; training
+    trains it (the scales and the carried tensors), the base stays frozen."""
 
     model_type = "bitdelta"
     method = "bitdelta"
@@ -375,11 +368,11 @@ class BitDeltaModule(_SavedAsDelta):
 
 
 class ScaleDistillation(_SavedAsDelta):
-    """Compress ``finetune`` against ``base`` and distil the scales on the fine-tune's logits.
-
-    ``base`` / ``finetune`` are zoo names, local folders or HF repo ids (or pass loaded models as
-    ``base_model`` / ``finetune_model``). ``save_pretrained`` writes the distilled delta (a ``bitdelta`` repo).
-    """
+    """Compress ``finetune`` against ``base`` and distil the scales so that the compressed model's logits match the
+    fine-tune's (logit MSE). ``mode="scales"`` trains only α (the paper); ``mode="official"`` reproduces the official
+    ``train.py``: α plus every full-precision parameter, AdamW with weight decay 0.01, and no gradient through the
+    1-bit branch. ``base`` / ``finetune`` are zoo names, local folders or HF repo ids (or pass loaded models as
+    ``base_model`` / ``finetune_model``). ``save_pretrained`` writes the distilled delta (a ``bitdelta`` repo)."""
 
     model_type = "bitdelta-distill"
     method = "bitdelta"
