@@ -73,8 +73,7 @@ def load_model(ref: str | os.PathLike | nn.Module, *, revision: str | None = Non
     ``ref`` is a zoo catalog name / zoo repo folder (loaded with ``zoo.load``), a ``zoo train`` / ``zoo finetune``
     checkpoint (``.ckpt``), a local Hugging Face folder, or a Hugging Face repo id (``AutoModelForCausalLM``, at
     ``revision``). A relative folder is looked up beside ``relative_to`` (a delta repo naming its base as
-    ``../base``) before the working directory.
-    """
+    ``../base``) before the working directory."""
     if isinstance(ref, nn.Module):
         return ref
     from zoo.module import parse_dtype
@@ -109,8 +108,7 @@ def load_pair(base: str | os.PathLike | nn.Module, finetune: str | os.PathLike |
     A fine-tune wider than its base (float32, as ``zoo finetune`` trains and publishes, of a bfloat16 base) gets the
     base upcast, exactly: the delta then applies where the fine-tune ran, since in bfloat16 the updates smaller than a
     bfloat16 step round away, in Δ and in W_base + α·S alike. A narrower fine-tune is upcast to its base's dtype.
-    Models passed in are not changed (a copy is cast). ``note`` is told about a cast, in a sentence.
-    """
+    Models passed in are not changed (a copy is cast). ``note`` is told about a cast, in a sentence."""
     finetune_model = load_model(finetune, revision=finetune_revision, dtype=dtype)
     base_model = load_model(base, revision=base_revision, dtype=dtype)
     check_same_kind(base_model, finetune_model)

@@ -50,8 +50,7 @@ def signed_matmul(x: torch.Tensor, mask: torch.Tensor, in_features: int, block: 
     """x · Sᵀ for the packed signs S (out, in): (..., in) -> (..., out).
 
     The signs are unpacked ``block`` output columns at a time, so at most (in × block) ±1 values exist at once
-    and no full-precision delta is ever materialised. Autograd flows to ``x`` (the signs are constants).
-    """
+    and no full-precision delta is ever materialised. Autograd flows to ``x`` (the signs are constants)."""
     words, out_features = mask.shape
     shifts = _SHIFTS.to(mask.device).view(1, -1, 1)
     parts = []

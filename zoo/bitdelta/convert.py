@@ -61,8 +61,7 @@ def from_official(state: dict[str, torch.Tensor], *, base: str | None, base_mode
     With ``base_model`` (the base the file was made against) the delta records the base's fingerprint and drops
     full-precision tensors equal to the base's (the official file carries all of them). Without it, the base
     cannot be verified at load time beyond layer shapes. A base in a dtype that would round the diff's tensors
-    (an fp32 diff on a bf16 base) is refused.
-    """
+    (an fp32 diff on a bf16 base) is refused."""
     modules = [k[: -len(".mask")] for k in state if k.endswith(".mask")]
     if not modules:
         raise ValueError("no '<module>.mask' tensors: this is not an official BitDelta file")
@@ -94,8 +93,7 @@ def convert(src: str | os.PathLike, out_dir: str | os.PathLike, *, base: str | N
     """Official ``diff.pt`` → zoo delta repo folder ``out_dir``.
 
     ``base_model``: the base (a model, or a zoo name / folder / HF id to load) whose fingerprint the delta records;
-    it is loaded in ``base_dtype``, by default the dtype of the diff's own full-precision tensors.
-    """
+    it is loaded in ``base_dtype``, by default the dtype of the diff's own full-precision tensors."""
     state = read_official(src)
     if base_model is not None and not isinstance(base_model, nn.Module):
         from zoo.bitdelta._base import load_model

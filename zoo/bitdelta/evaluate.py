@@ -27,8 +27,7 @@ def perplexity(model: nn.Module, data: str | os.PathLike | torch.Tensor, *, toke
                batch_size: int = 8, progress: bool = False) -> dict[str, float]:
     """exp(mean next-token NLL) over non-overlapping ``max_length`` windows of a held-out text file (or token rows).
 
-    Returns ``{"ppl", "nll", "tokens"}``; every window predicts its tokens 2..L from the ones before.
-    """
+    Returns ``{"ppl", "nll", "tokens"}``; every window predicts its tokens 2..L from the ones before."""
     from tqdm.auto import tqdm
 
     total, count = 0.0, 0
@@ -46,8 +45,7 @@ def logit_agreement(model: nn.Module, reference: nn.Module, data: str | os.PathL
     """How well ``model`` reproduces ``reference`` (the fine-tune) on the same inputs.
 
     ``mse``: mean squared logit difference (the distillation loss); ``max_abs``: largest logit difference;
-    ``kl``: mean KL(reference ‖ model) per token in nats; ``top1``: fraction of positions with the same argmax.
-    """
+    ``kl``: mean KL(reference ‖ model) per token in nats; ``top1``: fraction of positions with the same argmax."""
     sq, kl, top1, n_logits, n_pos, max_abs = 0.0, 0.0, 0, 0, 0, 0.0
     for ids in _batches(model, data, tokenizer, max_length, batch_size):
         a = model_logits(model, {"input_ids": ids}).float()

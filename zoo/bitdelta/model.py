@@ -65,8 +65,7 @@ class BitDeltaLinear(nn.Module):
 
     ``masks`` (T, ceil(in/32), out) int32, ``scales`` (T,) and a (T, out) ``bias`` hold T tenants. ``weight``
     (out, in) is W_base (unmerged) or W_base + α·S (merged, T = 1). ``grad_through_signs=False`` is the official
-    distillation's backward: the α·(x·Sᵀ) branch passes gradient to α but not back to x.
-    """
+    distillation's backward: the α·(x·Sᵀ) branch passes gradient to α but not back to x."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, masks: torch.Tensor, scales: torch.Tensor, *,
                  merged: bool = False, block_size: int = 1024, grad_through_signs: bool = True):
@@ -135,8 +134,7 @@ class TenantSwitch(nn.Module):
     """Runs ``module`` once per tenant present in the batch, with that tenant's own full-precision tensors.
 
     Used for carried tensors (embeddings, norms, ``lm_head``) when several tenants share one base. Outputs of
-    different widths (fine-tunes with extra tokens) are padded with the dtype's minimum, as the official demo does.
-    """
+    different widths (fine-tunes with extra tokens) are padded with the dtype's minimum, as the official demo does."""
 
     def __init__(self, module: nn.Module, overrides: Sequence[dict[str, torch.Tensor]]):
         super().__init__()
@@ -208,8 +206,7 @@ def apply_deltas_(model: nn.Module, deltas: Sequence[BitDelta], *, merged: bool 
     """Turn ``model`` (the base) in place into the fine-tune (one delta) or a multi-tenant model (several).
 
     Compressed layers become :class:`BitDeltaLinear`; carried tensors replace the base's (one delta) or are
-    switched per batch row by :class:`TenantSwitch` (several). Returns ``model``.
-    """
+    switched per batch row by :class:`TenantSwitch` (several). Returns ``model``."""
     if not deltas:
         raise ValueError("apply_deltas_ needs at least one delta")
     if merged and len(deltas) > 1:
@@ -267,8 +264,7 @@ def delta_from_model(model: nn.Module, params: dict[str, torch.Tensor], identity
     """The (single-tenant) delta a model built by :func:`apply_deltas_` now holds.
 
     ``params`` are the full-precision tensors to carry (by state-dict name); ``identity`` holds the base's
-    ``base``, ``base_revision``, ``base_sha256`` and ``base_dtype``.
-    """
+    ``base``, ``base_revision``, ``base_sha256`` and ``base_dtype``."""
     layers = compressed_layers(model)
     return BitDelta(
         masks={n: m.masks[0].detach().clone() for n, m in layers.items()},
@@ -284,8 +280,7 @@ def unwrap_merged_(model: nn.Module) -> nn.Module:
     """Replace every merged BitDeltaLinear by a plain ``nn.Linear`` holding W_base + α·S (drops the packed bits).
 
     The result is an ordinary fine-tuned model (e.g. for ``transformers`` ``save_pretrained``); GPT-2 ``Conv1D``
-    layers come back as equivalent ``nn.Linear`` layers. Returns ``model``.
-    """
+    layers come back as equivalent ``nn.Linear`` layers. Returns ``model``."""
     for name, layer in compressed_layers(model).items():
         if not layer.merged or layer.num_tenants != 1:
             raise ValueError(f"{name} is not merged; load with merged=True (one tenant) before unwrapping")

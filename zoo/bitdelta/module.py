@@ -68,8 +68,7 @@ def text_tokenizer(model: nn.Module, tokenizer=None, *, source: str | None = Non
     ``tokenizer``: ``"bytes"``, a tokenizer folder / HF repo id, or a tokenizer object. Without it, a model with a
     256-token vocabulary (the zoo's byte-level models) reads UTF-8 bytes, and any other model needs the tokenizer
     of ``source`` (its base, e.g. ``mistralai/Mistral-7B-v0.1``) from a local folder or the Hugging Face cache.
-    Raw bytes are refused for a model whose vocabulary is not bytes.
-    """
+    Raw bytes are refused for a model whose vocabulary is not bytes."""
     from zoo.bitdelta.data import ByteTokenizer, get_tokenizer
 
     vocab = causal_lm(model).config.vocab_size
@@ -188,8 +187,7 @@ class CausalLM(_Wrapper):
     """A ``transformers`` Llama causal LM as a zoo model: the base and fine-tunes of the zoo's own BitDelta family.
 
     ``config`` holds ``LlamaConfig`` keyword arguments. Trains with next-token cross-entropy, AdamW and a linear
-    warm-up into a cosine decay over ``max_steps``.
-    """
+    warm-up into a cosine decay over ``max_steps``."""
 
     model_type = "bitdelta-causal-lm"
     method = "bitdelta"
@@ -277,8 +275,7 @@ class BitDeltaModule(_SavedAsDelta):
                       verify_base: bool = True, block_size: int | None = None) -> "BitDeltaModule":
         """Load the base the delta names (or ``base``: a zoo name, folder, HF id or model), check it, apply the delta.
 
-        ``merged=False`` keeps packed bits and computes x·W_baseᵀ + α·(x·Sᵀ) on the fly.
-        """
+        ``merged=False`` keeps packed bits and computes x·W_baseᵀ + α·(x·Sᵀ) on the fly."""
         delta = BitDelta.load(directory)
         try:
             base_model = load_model(base if base is not None else delta.base, revision=delta.base_revision,

@@ -40,8 +40,7 @@ class MultiTenantLM(nn.Module):
                    with_base: bool = False) -> "MultiTenantLM":
         """Load delta repos (zoo names or folders) that share one base; the base is loaded once.
 
-        ``with_base=True`` adds the base itself as the last tenant (a delta with zero scales that carries nothing).
-        """
+        ``with_base=True`` adds the base itself as the last tenant (a delta with zero scales that carries nothing)."""
         from zoo.hub import resolve_repo
 
         loaded = [BitDelta.load(resolve_repo(d)) for d in deltas]

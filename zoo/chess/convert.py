@@ -41,8 +41,7 @@ def find_params_dir(root: str | os.PathLike, step: int | None = None, ema: bool 
     """``root/<step>/params`` (``params_ema`` with ``ema``) for ``step`` or the largest step under ``root``.
 
     ``root`` may also be a step folder, the params folder itself, or any folder above the checkpoint
-    directory (an unpacked official zip): the step folders are searched for below it.
-    """
+    directory (an unpacked official zip): the step folders are searched for below it."""
     root = Path(root)
     leaf = "params_ema" if ema else "params"
     if (root / "_METADATA").exists() or (root / "manifest.ocdbt").exists():
@@ -136,8 +135,7 @@ def infer_config(params: dict[str, np.ndarray], *, policy: str | None = None, nu
 
     A checkpoint stores neither the head count (the attention weights are D×D for any split) nor whether a
     128-way value head was trained as action-value or state-value (the trees are identical); both must be given.
-    Only a 1968-way head identifies its policy (behavioural cloning).
-    """
+    Only a 1968-way head identifies its policy (behavioural cloning)."""
     if "embed/embeddings" not in params:
         raise ValueError("not a searchless_chess parameter tree: 'embed/embeddings' is missing")
     vocab, dim = params["embed/embeddings"].shape
@@ -227,8 +225,7 @@ def convert(src: str | os.PathLike, out_dir: str | os.PathLike, *, policy: str |
             num_heads: int | None = None, step: int | None = None, ema: bool = False):
     """Convert an official checkpoint (npz / Orbax folder / zip) into a zoo repo folder; returns the module.
 
-    ``num_heads`` is always needed and ``policy`` unless the head is the 1968-way BC head (see :func:`infer_config`).
-    """
+    ``num_heads`` is always needed and ``policy`` unless the head is the 1968-way BC head (see :func:`infer_config`)."""
     from zoo.chess.module import ChessTransformerModule
 
     with open_params(src, step=step, ema=ema) as params:

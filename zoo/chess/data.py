@@ -91,8 +91,7 @@ class ChessDataModule(MidEpochResume, L.LightningDataModule):
 
     ``mirror_augment`` mirrors each training sample with probability 1/2 (``mirror_record``; not in the official
     trainer): twice the positions for a small dataset. Training records come in a new order each epoch, drawn from
-    ``seed``; a run resumed from a mid-epoch checkpoint goes on with the batches it had left.
-    """
+    ``seed``; a run resumed from a mid-epoch checkpoint goes on with the batches it had left."""
 
     def __init__(self, data_dir: str | None = None, policy: str = "action_value", train_path: str | None = None,
                  val_path: str | None = None, batch_size: int = 256, num_workers: int = 0, num_return_buckets: int = 128,

@@ -38,8 +38,7 @@ def read_action_value_test_set(path: str | os.PathLike) -> tuple[dict[str, np.nd
     """Group an AV bag by FEN -> float32 array of (action id, win prob) sorted by action id.
 
     FENs whose actions are not exactly the legal moves are dropped (returned second), as the official
-    evaluator does.
-    """
+    evaluator does."""
     grouped: dict[str, list[tuple[int, float]]] = defaultdict(list)
     for raw in BagReader(path):
         fen, move, win_prob = decode_record("action_value", raw)
@@ -87,8 +86,7 @@ def static_metrics(engine: ChessEngine, test_bag: str | os.PathLike, *, max_fens
     """Official ChessBench static metrics over an action-value test bag: ``(averages, per_fen)``.
 
     ``averages`` holds plain means over the retained FENs, keyed ``eval_<metric>``; ``kendall_tau`` is the
-    official argsort variant and ``kendall_tau_values`` the standard one.
-    """
+    official argsort variant and ``kendall_tau_values`` the standard one."""
     from tqdm.auto import tqdm
 
     data, dropped = read_action_value_test_set(test_bag)
@@ -112,8 +110,7 @@ def evaluate_puzzle(engine: ChessEngine, board: chess.Board, moves: list[str], *
     engine must find every listed move of its side; a different move still solves it if it checkmates.
 
     Lichess puzzles start with the opponent's move (``engine_first=False``); composed problems such as the
-    mate-in-N PGNs start with the solver's (``engine_first=True``). Returns (solved, the engine's moves).
-    """
+    mate-in-N PGNs start with the solver's (``engine_first=True``). Returns (solved, the engine's moves)."""
     board = board.copy()
     ours = 0 if engine_first else 1
     played = []

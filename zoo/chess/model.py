@@ -183,8 +183,7 @@ class LastPositionPredictor:
     ``precision="fp32"`` computes the model's function in float32 (sums in another order: ~1e-6 apart). ``"bf16"``
     runs matmuls and attention products in bfloat16 (float32 accumulation, residual stream, LayerNorms, softmax and
     head): about 1.9x faster on CPUs with AVX512-BF16 or AMX, but win probabilities move by up to ~1e-2, so it is
-    opt-in. Weights are packed once in the compute dtype and repacked when a parameter changes.
-    """
+    opt-in. Weights are packed once in the compute dtype and repacked when a parameter changes."""
 
     def __init__(self, model: ChessTransformer, precision: str = "fp32"):
         if precision not in PRECISIONS:

@@ -80,8 +80,7 @@ def init_move_square_lookup(model: ChessTransformer, sharpness: float = 8.0) -> 
       * the 13 board characters carry a +-1 piece code (8 channels) that nothing else writes to;
       * in the first layer, head 0 (1) queries with the from- (to-) code against the board codes (about 70% of its
         attention on its square) and copies the piece code it finds into 8 channels of its own.
-    Only the start changes: every weight trains freely and checkpoints keep the official architecture.
-    """
+    Only the start changes: every weight trains freely and checkpoints keep the official architecture."""
     D, H = model.cfg.embedding_dim, model.cfg.num_heads
     head_dim = D // H
     if model.cfg.policy != "action_value" or D < 64 or H < 2 or head_dim < 8:
@@ -121,8 +120,7 @@ class ChessTransformerModule(ZooModule):
     Small-data starts (not in the official trainer): ``action_embedding_init="squares"`` (or ``"board"``: validation
     loss 3.83 vs 4.21 after 1,000 small-data steps) starts the token table from ``square_factored_action_embeddings``;
     ``move_square_lookup=True`` from ``init_move_square_lookup``, with which small_cpu.yaml's model values a queen
-    capture +0.25 (Stockfish +0.33; without it -0.02) and scores 0.93 against the material-greedy player (0.05).
-    """
+    capture +0.25 (Stockfish +0.33; without it -0.02) and scores 0.93 against the material-greedy player (0.05)."""
 
     model_type = "chess-transformer"
     method = "chess"

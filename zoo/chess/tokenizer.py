@@ -46,8 +46,7 @@ def tokenize(fen: str) -> np.ndarray:
     """FEN -> 77 token ids (uint8), in the official order: side, board a8..h1, castling, en passant, counters.
 
     The FEN is tokenized as written (castling letters in their written order, an en-passant square even if
-    no capture is legal). Malformed FENs raise ``ValueError`` naming the problem.
-    """
+    no capture is legal). Malformed FENs raise ``ValueError`` naming the problem."""
     if not isinstance(fen, str):
         raise TypeError(f"tokenize expects a FEN string, got {type(fen).__name__}")
     fields = fen.split(" ")

@@ -103,8 +103,7 @@ class UCIProtocol:
 
     ``load`` runs in a background thread, started once the first command is answered (so that ``uciok`` does not
     compete with it for the interpreter) and whenever the ``Model`` option changes; commands that need the engine
-    wait for it. ``clock`` is injectable for tests.
-    """
+    wait for it. ``clock`` is injectable for tests."""
 
     def __init__(self, name: str, out: TextIO, *, load: Callable[[str], ChessEngine], threads: int | None = None,
                  clock: Callable[[], float] = time.perf_counter):
