@@ -9,10 +9,8 @@ from __future__ import annotations
 import torch
 
 WORD_BITS = 32
-BIT_ORDER = (
-    "int32 words of shape (ceil(in/32), out); bit j (value 2**j) of word w in column o is input index 32*w+j "
-    "(LSB first along the input axis); two's complement; padding bits past `in` are 1"
-)
+BIT_ORDER = ("int32 words of shape (ceil(in/32), out); bit j (value 2**j) of word w in column o is input index 32*w+j "
+             "(LSB first along the input axis); two's complement; padding bits past `in` are 1")
 SIGN_CONVENTION = "bit 1 iff delta >= 0 (delta == 0 gives +scale); value = (2*bit - 1) * scale"
 
 _SHIFTS = torch.arange(WORD_BITS, dtype=torch.int32)

@@ -266,13 +266,10 @@ def delta_from_model(model: nn.Module, params: dict[str, torch.Tensor], identity
     ``params`` are the full-precision tensors to carry (by state-dict name); ``identity`` holds the base's
     ``base``, ``base_revision``, ``base_sha256`` and ``base_dtype``."""
     layers = compressed_layers(model)
-    return BitDelta(
-        masks={n: m.masks[0].detach().clone() for n, m in layers.items()},
-        scales={n: m.scales.detach()[0].float().clone() for n, m in layers.items()},
-        shapes={n: (m.out_features, m.in_features) for n, m in layers.items()},
-        params={k: v.detach().clone() for k, v in params.items()},
-        **identity,
-    )
+    return BitDelta(masks={n: m.masks[0].detach().clone() for n, m in layers.items()},
+                    scales={n: m.scales.detach()[0].float().clone() for n, m in layers.items()},
+                    shapes={n: (m.out_features, m.in_features) for n, m in layers.items()},
+                    params={k: v.detach().clone() for k, v in params.items()}, **identity)
 
 
 @torch.no_grad()

@@ -79,10 +79,8 @@ def read_orbax(params_dir: str | os.PathLike, lazy: bool = False) -> dict[str, n
     try:
         import tensorstore as ts
     except ImportError:
-        raise ImportError(
-            "reading Orbax checkpoints needs the optional 'tensorstore' package: pip install tensorstore "
-            "(or convert from a flat params .npz instead)"
-        ) from None
+        raise ImportError("reading Orbax checkpoints needs the optional 'tensorstore' package: pip install tensorstore "
+                          "(or convert from a flat params .npz instead)") from None
     params_dir = Path(params_dir).resolve()
     if (params_dir / "manifest.ocdbt").exists():
         kvstore = {"driver": "ocdbt", "base": f"file://{params_dir}"}
@@ -164,16 +162,9 @@ def infer_config(params: dict[str, np.ndarray], *, policy: str | None = None, nu
         raise ValueError("this searchless_chess checkpoint cannot be converted without " + "; and ".join(missing))
     if num_heads < 1 or dim % num_heads:
         raise ValueError(f"num_heads={num_heads} does not divide the width {dim}")
-    return ChessTransformerConfig(
-        policy=policy,
-        num_layers=num_layers,
-        embedding_dim=dim,
-        num_heads=num_heads,
-        widening_factor=hidden // dim,
-        num_return_buckets=out if out != NUM_ACTIONS else 128,
-        vocab_size=vocab,
-        max_sequence_length=params["embed_1/embeddings"].shape[0],
-    )
+    return ChessTransformerConfig(policy=policy, num_layers=num_layers, embedding_dim=dim, num_heads=num_heads,
+                                  widening_factor=hidden // dim, num_return_buckets=out if out != NUM_ACTIONS else 128,
+                                  vocab_size=vocab, max_sequence_length=params["embed_1/embeddings"].shape[0])
 
 
 def haiku_mapping(num_layers: int) -> dict[str, tuple[str, bool]]:

@@ -200,12 +200,8 @@ def board_svg(board: chess.Board, analysis: MoveAnalysis, *, top: int = 5, size:
     for i, (move, score) in enumerate(ranked):
         value = float(np.exp(score)) if bc else score
         draw = " (rep)" if analysis.repetition_draw[analysis.moves.index(move)] else ""
-        lines.append(
-            f'<text x="{size + 12}" y="{row * (i + 2)}" font-family="monospace" font-size="12" '
-            f'fill="{_value_colour(value)[:7]}">{html.escape(board.san(move)):<7}{100 * value:6.2f}{draw}</text>'
-        )
-    return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" '
-        f'width="{size + panel_width}" height="{height}" viewBox="0 0 {size + panel_width} {height}">'
-        f'<rect width="100%" height="100%" fill="white"/>{inner}{"".join(lines)}</svg>'
-    )
+        lines.append(f'<text x="{size + 12}" y="{row * (i + 2)}" font-family="monospace" font-size="12" fill="'
+                     f'{_value_colour(value)[:7]}">{html.escape(board.san(move)):<7}{100 * value:6.2f}{draw}</text>')
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" '
+            f'width="{size + panel_width}" height="{height}" viewBox="0 0 {size + panel_width} {height}">'
+            f'<rect width="100%" height="100%" fill="white"/>{inner}{"".join(lines)}</svg>')

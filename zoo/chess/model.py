@@ -211,10 +211,8 @@ class LastPositionPredictor:
 
         attn, mlp = block.attn, block.mlp
         scaled_q = attn.q.weight.detach().float() / math.sqrt(attn.q.weight.shape[0] // attn.num_heads)  # 1/sqrt(d) folded in
-        return _PackedBlock(
-            norm(block.ln_attn), norm(block.ln_mlp), cast(scaled_q, attn.k.weight, attn.v.weight), cast(attn.o.weight),
-            cast(mlp.gate.weight), cast(mlp.up.weight), cast(mlp.down.weight),
-        )
+        return _PackedBlock(norm(block.ln_attn), norm(block.ln_mlp), cast(scaled_q, attn.k.weight, attn.v.weight),
+                            cast(attn.o.weight), cast(mlp.gate.weight), cast(mlp.up.weight), cast(mlp.down.weight))
 
     @torch.no_grad()
     def __call__(self, targets: torch.Tensor) -> torch.Tensor:

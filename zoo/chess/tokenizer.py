@@ -116,10 +116,8 @@ def action_index(uci: str) -> int:
     try:
         return ACTION_TO_INDEX[uci]
     except (KeyError, TypeError):
-        raise ValueError(
-            f"{uci!r} is not a move of the 1968-move action table (expected UCI like 'e2e4' or 'a7a8q'; "
-            "null moves and drops are not representable)"
-        ) from None
+        raise ValueError(f"{uci!r} is not a move of the 1968-move action table (expected UCI like 'e2e4' or 'a7a8q'; "
+                         "null moves and drops are not representable)") from None
 
 
 # ----------------------------------------------------------------------------- values and buckets
