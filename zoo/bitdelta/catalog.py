@@ -26,54 +26,41 @@ _OFFICIAL = {
 }
 
 
+def _model(name: str, pins: dict, description: str, **fields) -> ModelEntry:
+    return ModelEntry(name=name, method="bitdelta", **pins, paper=PAPER, description=description, **fields)
+
+
 def _entry(suffix: str, folder: str, finetune: str) -> ModelEntry:
-    path = f"{folder}/diff.pt"
-    return ModelEntry(
-        name=f"bitdelta-mistral-7b-{suffix}",
-        method="bitdelta",
-        **PINS.get(f"bitdelta-mistral-7b-{suffix}", {}),
+    name, path = f"bitdelta-mistral-7b-{suffix}", f"{folder}/diff.pt"
+    return _model(
+        name, PINS.get(name, {}),
+        f"Official BitDelta of {finetune} against {BASE}: 1-bit signs and one distilled scale for each of the 224 "
+        "attention/MLP projections, plus the fine-tune's embeddings, norms and lm_head in full precision (about 1.4 "
+        "GB). zoo.load fetches the base from the Hugging Face Hub and applies the delta.",
         upstream=(FileSpec(path, None, None, url=f"hf://{HF_REPO}/{path}"),),
-        converter="zoo.bitdelta.convert:from_upstream",
-        convert_args={"base": BASE, "num_modules": 224},
+        converter="zoo.bitdelta.convert:from_upstream", convert_args={"base": BASE, "num_modules": 224},
         architecture={"base": BASE, "finetune": finetune, "num_modules": 224, "hf_folder": folder},
-        download_size=DIFF_BYTES,
-        paper=PAPER,
-        description=(
-            f"Official BitDelta of {finetune} against {BASE}: 1-bit signs and one distilled scale for each of the "
-            "224 attention/MLP projections, plus the fine-tune's embeddings, norms and lm_head in full precision "
-            "(about 1.4 GB). zoo.load fetches the base from the Hugging Face Hub and applies the delta."),
-    )
+        download_size=DIFF_BYTES)
 
 
-BYTES_BASE = ModelEntry(
-    name="llama-bytes-3m",
-    method="bitdelta",
-    **PINS["llama-bytes-3m"],
+BYTES_BASE = _model(
+    "llama-bytes-3m", PINS["llama-bytes-3m"],
+    "Byte-level Llama pretrained in the zoo on Shakespeare, Vim help and pydoc; the base of the zoo's BitDelta family",
     architecture={"model_type": "llama", "layers": 4, "hidden_size": 256, "heads": "8/4", "vocab": "bytes",
                   "parameters": 3_279_104, "dtype": "bfloat16"},
-    license="apache-2.0",
-    paper=PAPER,
-    description="Byte-level Llama pretrained in the zoo on Shakespeare, Vim help and pydoc; the base of the zoo's BitDelta family",
-    metrics={"val_ppl": 5.534, "val_bits_per_byte": 2.468},
-    recipe="recipes/bitdelta/base-pretrain.yaml",
-)
+    license="apache-2.0", metrics={"val_ppl": 5.534, "val_bits_per_byte": 2.468},
+    recipe="recipes/bitdelta/base-pretrain.yaml")
 
 
 def _family_delta(corpus: str, author: str, held_out: str, metrics: dict) -> ModelEntry:
-    return ModelEntry(
-        name=f"llama-bytes-3m-{corpus}-bitdelta",
-        method="bitdelta",
-        **PINS[f"llama-bytes-3m-{corpus}-bitdelta"],
+    name = f"llama-bytes-3m-{corpus}-bitdelta"
+    return _model(
+        name, PINS[name],
+        f"The zoo's fine-tune of llama-bytes-3m on {author} as a 0.63 MiB BitDelta (1-bit signs, distilled scales); "
+        f"perplexity on held-out {held_out}",
         architecture={"model_type": "bitdelta", "base": "llama-bytes-3m", "compressed_layers": 28,
                       "carried_dtype": "bfloat16"},
-        license="apache-2.0",
-        paper=PAPER,
-        description=(f"The zoo's fine-tune of llama-bytes-3m on {author} as a 0.63 MiB BitDelta (1-bit signs, distilled "
-                     f"scales); perplexity on held-out {held_out}"),
-        metrics=metrics,
-        recipe="recipes/bitdelta/build_family.sh",
-        base_model="llama-bytes-3m",
-    )
+        license="apache-2.0", metrics=metrics, recipe="recipes/bitdelta/build_family.sh", base_model="llama-bytes-3m")
 
 
 FAMILY_DELTAS = [
