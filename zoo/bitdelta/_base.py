@@ -23,29 +23,19 @@ def is_zoo_ref(ref: str) -> bool:
     if path.is_dir():
         config = path / CONFIG_NAME
         return config.exists() and "zoo_config_format" in json.loads(config.read_text())
-    if ref.startswith("hf://"):
-        return True
-    from zoo.registry import UnknownModelError, get_entry
+    from zoo.registry import list_models
 
-    try:
-        get_entry(ref)
-    except UnknownModelError:
-        return False
-    return True
+    return ref.startswith("hf://") or ref in list_models()
 
 
 def default_tokenizer(*refs: str | None) -> str:
     """The tokenizer of the first of ``refs`` that names one: a model folder with a tokenizer of its own, or a
     Hugging Face repo id (not a zoo model); else bytes (the zoo's byte-level models)."""
-    for ref in refs:
-        if not ref:
-            continue
+    for ref in filter(None, refs):
         path = Path(ref).expanduser()
-        if path.is_dir():
-            if (path / "tokenizer.json").exists() or (path / "tokenizer_config.json").exists():
-                return str(path)
-            continue
-        if not is_zoo_ref(ref):
+        if path.is_dir() and any((path / name).exists() for name in ("tokenizer.json", "tokenizer_config.json")):
+            return str(path)
+        if not path.is_dir() and not is_zoo_ref(ref):
             return ref
     return "bytes"
 
