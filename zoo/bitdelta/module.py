@@ -44,13 +44,6 @@ def causal_lm_loss(logits: torch.Tensor, input_ids: torch.Tensor, attention_mask
     return F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), targets.flatten(), ignore_index=-100, reduction=reduction)
 
 
-def _lm_loss(model: nn.Module, batch: Any) -> torch.Tensor:
-    """:func:`causal_lm_loss` of ``model`` on a dict of keyword inputs, or on input ids (alone or first in a tuple)."""
-    if not isinstance(batch, dict):
-        batch = {"input_ids": batch[0] if isinstance(batch, (list, tuple)) else batch}
-    return causal_lm_loss(model_logits(model, batch), batch["input_ids"], batch.get("attention_mask"))
-
-
 # ----------------------------------------------------------------------------- text generation
 def causal_lm(model: nn.Module) -> nn.Module:
     """The ``transformers`` causal LM inside ``model`` (itself, a zoo CausalLM's, or a delta's base)."""
@@ -127,7 +120,8 @@ def generate_text(generate, tokenizer, prompt: str, *, rows: int = 1, max_new_to
 
 
 class _Wrapper(ZooModule):
-    """A zoo module around ``self.model``, trained on ``_step_loss(batch)`` (logged as train_loss / val_loss)."""
+    """A zoo module around ``self.model``, trained on ``_step_loss(batch)`` (by default the causal LM loss; logged as
+    train_loss / val_loss)."""
 
     def forward(self, *args, **kwargs):
         return self.model(*args, **kwargs)
@@ -142,6 +136,12 @@ class _Wrapper(ZooModule):
 
     def _text_tokenizer(self, tokenizer):
         return text_tokenizer(self, tokenizer)
+
+    def _step_loss(self, batch) -> torch.Tensor:
+        """:func:`causal_lm_loss` on a dict of keyword inputs, or on input ids (alone or first in a tuple)."""
+        if not isinstance(batch, dict):
+            batch = {"input_ids": batch[0] if isinstance(batch, (list, tuple)) else batch}
+        return causal_lm_loss(model_logits(self.model, batch), batch["input_ids"], batch.get("attention_mask"))
 
     def _step(self, hook: str, name: str, batch, batch_idx):
         loss = self._step_loss(batch)
@@ -215,9 +215,6 @@ class CausalLM(_Wrapper):
         if not inv_freq.is_meta and inv_freq.dtype != torch.float32:
             self.reset_nonpersistent_buffers(inv_freq.device)
         return self
-
-    def _step_loss(self, batch) -> torch.Tensor:
-        return _lm_loss(self.model, batch)
 
     def configure_optimizers(self):
         hp = self.hparams
@@ -350,9 +347,6 @@ class BitDeltaModule(_SavedAsDelta):
         if isinstance(self.model, L.LightningModule):  # a zoo base module knows its own loss
             return self._inner_step(hook, batch, batch_idx)
         return super()._step(hook, name, batch, batch_idx)
-
-    def _step_loss(self, batch) -> torch.Tensor:
-        return _lm_loss(self.model, batch)
 
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
         for layer in compressed_layers(self.model).values():  # keep merged weights in step with the new scales
