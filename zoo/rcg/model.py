@@ -17,6 +17,7 @@ from typing import Any, Callable
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from timm.layers import build_sincos2d_pos_embed
 from timm.models.vision_transformer import Attention, Block, VisionTransformer
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -49,13 +50,7 @@ def sincos_pos_embed_2d(grid_size: int, dim: int, temperature: float = 10000.0) 
     [sin(row w), cos(row w), sin(col w), cos(col w)] with w_k = temperature^(-k / (dim/4)). Built in float32."""
     if dim % 4:
         raise ValueError(f"embed_dim must be divisible by 4 for the 2D sin-cos position embedding, got {dim}")
-    quarter = dim // 4
-    omega = 1.0 / temperature ** (torch.arange(quarter, dtype=torch.float32) / quarter)
-    coords = torch.arange(grid_size, dtype=torch.float32)
-    rows, cols = torch.meshgrid(coords, coords, indexing="ij")
-    out_r = rows.flatten()[:, None] * omega[None]  # (grid^2, dim/4)
-    out_c = cols.flatten()[:, None] * omega[None]
-    table = torch.cat([out_r.sin(), out_r.cos(), out_c.sin(), out_c.cos()], dim=1)
+    table = build_sincos2d_pos_embed([grid_size, grid_size], dim, temperature, interleave_sin_cos=True)
     return torch.cat([torch.zeros(1, dim), table], dim=0)[None]
 
 
@@ -71,11 +66,6 @@ def build_mlp(num_layers: int, in_dim: int, hidden_dim: int, out_dim: int, last_
         elif last_bn:
             layers.append(nn.BatchNorm1d(d_out, affine=False))
     return nn.Sequential(*layers)
-
-
-def standardize(rep: torch.Tensor) -> torch.Tensor:
-    """Per-sample standardisation over features: unbiased std, no epsilon (as the official code)."""
-    return (rep - rep.mean(dim=-1, keepdim=True)) / rep.std(dim=-1, keepdim=True)
 
 
 class MocoViT(VisionTransformer):
@@ -121,7 +111,8 @@ class MocoViT(VisionTransformer):
     @torch.no_grad()
     def represent(self, images: torch.Tensor) -> torch.Tensor:
         """[0, 1] images -> standardised representation (B, rep_dim); BatchNorm must be in eval mode."""
-        return standardize(self(self.preprocess(images)))
+        rep = self(self.preprocess(images))
+        return (rep - rep.mean(dim=-1, keepdim=True)) / rep.std(dim=-1, keepdim=True)  # unbiased std, no epsilon
 
 
 # -------------------------------- RDM: SimpleMLP denoiser, diffusion schedule, DDIM sampler (its EMA: zoo.training.EMA)
@@ -205,19 +196,12 @@ class DiffusionSchedule(nn.Module):
     The buffers are derived from the config, so they are not saved; they also stay float32 when the model is
     cast to half precision (bf16 cannot resolve 1 - alphas_cumprod near t = 0)."""
 
-    NAMES = ("betas", "alphas_cumprod", "alphas_cumprod_prev", "sqrt_alphas_cumprod",
-             "sqrt_one_minus_alphas_cumprod", "sqrt_recip_alphas_cumprod", "sqrt_recipm1_alphas_cumprod")
-
     def __init__(self, timesteps: int, linear_start: float, linear_end: float):
         super().__init__()
         self.timesteps, self.linear_start, self.linear_end = timesteps, linear_start, linear_end
-        for name in self.NAMES:
-            self.register_buffer(name, torch.empty(timesteps), persistent=False)
         self.reset_buffers(torch.get_default_device())
 
     def reset_buffers(self, device) -> None:
-        if torch.device(device).type == "meta":
-            return
         betas = torch.linspace(self.linear_start**0.5, self.linear_end**0.5, self.timesteps, dtype=torch.float64) ** 2
         ac = torch.cumprod(1.0 - betas, dim=0)
         ac_prev = torch.cat([torch.ones(1, dtype=torch.float64), ac[:-1]])
@@ -225,7 +209,7 @@ class DiffusionSchedule(nn.Module):
                       sqrt_one_minus_alphas_cumprod=(1 - ac).sqrt(), sqrt_recip_alphas_cumprod=(1 / ac).sqrt(),
                       sqrt_recipm1_alphas_cumprod=(1 / ac - 1).sqrt())
         for name, value in values.items():
-            setattr(self, name, value.to(device=device, dtype=torch.float32))
+            self.register_buffer(name, value.to(device=device, dtype=torch.float32), persistent=False)
 
     def _apply(self, fn, recurse=True):
         super()._apply(fn, recurse)
@@ -633,9 +617,6 @@ class MAGE(nn.Module):
             nn.init.xavier_uniform_(m.weight)
             if m.bias is not None:
                 nn.init.zeros_(m.bias)
-        elif isinstance(m, nn.LayerNorm):
-            nn.init.ones_(m.weight)
-            nn.init.zeros_(m.bias)
 
     # ---------------------------------------------------------------------------------------------------- forward
     def forward(self, codes: torch.Tensor, rep: torch.Tensor | None, drop_mask: torch.Tensor,
