@@ -22,7 +22,7 @@ from zoo.io import load_state_dict
 from zoo.lightning_compat import attached_trainer
 from zoo.module import ZooModule, plain
 from zoo.rcg.model import (MAGE, RDM, VQGAN, EncoderConfig, MAGEConfig, MocoViT, PatchDiscriminator, RDMConfig,
-                           VQGANConfig, build_mlp, ddim_sample)
+                           VQGANConfig, build_mlp)
 from zoo.schedules import warmup_cosine
 from zoo.training import EMA, weight_decay_groups
 
@@ -31,11 +31,13 @@ __all__ = ["MocoV3Module", "VQGANModule", "RDMModule", "MAGEModule", "MAGETraini
 
 
 # ------------------------------------------------------------------------------------------------------- shared helpers
-def _schedule(optimizer, trainer, warmup_epochs: float) -> dict[str, Any]:
+def _adamw_warmup_cosine(stage: ZooModule, params, lr: float, **adamw) -> dict[str, Any]:
+    """AdamW with a per-step schedule: linear warm-up over the stage's ``warmup_epochs``, then cosine decay."""
+    trainer = stage.trainer
     total = max(1, int(trainer.estimated_stepping_batches))
     epochs = trainer.max_epochs if trainer.max_epochs and trainer.max_epochs > 0 else 1
-    warmup = int(round(warmup_epochs * total / epochs))
-    return warmup_cosine(optimizer, warmup, total)
+    warmup = int(round(stage.hparams.warmup_epochs * total / epochs))
+    return warmup_cosine(torch.optim.AdamW(params, lr=lr, **adamw), warmup, total)
 
 
 def _effective_batch(trainer, default: int) -> int:
@@ -121,6 +123,11 @@ class _RCGStage(ZooModule):
         super().load_weights_(state)
         self._pretrained_loaded = True
 
+    def training_step(self, batch, batch_idx):
+        loss = self.batch_loss(batch)  # each stage's own loss
+        self.log("train/loss", loss, prog_bar=True)
+        return loss
+
     def setup(self, stage: str) -> None:
         """Training starts: copy in each frozen part that has a ``<part>_init`` hyperparameter."""
         if stage != "fit" or getattr(self, "_pretrained_loaded", False):
@@ -177,15 +184,13 @@ class MocoV3Module(_RCGStage):
         labels = torch.arange(q.shape[0], device=q.device) + offset
         return F.cross_entropy(logits, labels) * (2 * self.hparams.temperature)
 
-    def training_step(self, batch, batch_idx):
+    def batch_loss(self, batch) -> torch.Tensor:
         x1, x2 = batch[0]  # ([view1, view2], labels) from the two-crop transform
         q1, q2 = self.predictor(self.encoder(x1)), self.predictor(self.encoder(x2))
         with torch.no_grad():
             self._momentum_update()
             k1, k2 = self.momentum_encoder(x1), self.momentum_encoder(x2)
-        loss = self._contrastive(q1, k2) + self._contrastive(q2, k1)
-        self.log("train/loss", loss, prog_bar=True)
-        return loss
+        return self._contrastive(q1, k2) + self._contrastive(q2, k1)
 
     @torch.no_grad()
     def _momentum_update(self) -> None:
@@ -199,25 +204,23 @@ class MocoV3Module(_RCGStage):
     def configure_optimizers(self):
         lr = self.hparams.blr * _effective_batch(self.trainer, 256) / 256
         params = [p for n, p in self.named_parameters() if p.requires_grad and not n.startswith("momentum_encoder.")]
-        opt = torch.optim.AdamW(params, lr=lr, weight_decay=self.hparams.weight_decay)
-        return _schedule(opt, self.trainer, self.hparams.warmup_epochs)
+        return _adamw_warmup_cosine(self, params, lr, weight_decay=self.hparams.weight_decay)
 
 
 # ------------------------------------------------------------------------------------------------------ VQGAN tokenizer
 class VQGANModule(_RCGStage):
     """MaskGIT-style VQGAN trained with reconstruction (L1 + MSE) and codebook/commitment losses.
 
-    ``adversarial_weight`` > 0 adds the VQGAN adversarial loss from step ``adversarial_start`` on: a
-    :class:`~zoo.rcg.model.PatchDiscriminator` (saved as ``discriminator.*``) trained with the hinge loss, and a
-    generator term ``-D(reconstruction)`` scaled by ``adversarial_weight`` times the adaptive weight
-    ||grad rec|| / ||grad adv|| at the decoder's last layer (clamped to 1e4). Both are one loss with one
-    optimizer: the generator term sees the discriminator's weights detached and the discriminator sees the
-    reconstruction detached, so each part gets only its own gradient and ``global_step`` counts batches.
+    ``adversarial_weight`` > 0 adds, from step ``adversarial_start`` on, a hinge-loss
+    :class:`~zoo.rcg.model.PatchDiscriminator` (``discriminator.*``) and the generator term ``-D(reconstruction)``
+    times ``adversarial_weight`` and the adaptive weight ||grad rec|| / ||grad adv|| at the decoder's last layer
+    (clamped to 1e4). One loss, one optimizer: each part sees the other's weights or output detached, so it gets
+    only its own gradient and ``global_step`` counts batches.
 
-    ``restart_dead_codes_every`` > 0 (a training-only option; the official tokenizer trains without it): every
-    that many steps, each code that no token chose since the last restart is moved onto a random encoder output
-    of the current batch, and the first step initialises the whole codebook that way. Without it a small
-    codebook collapses onto a few dozen codes (36 of 256 on Fashion-MNIST), which blurs every image."""
+    ``restart_dead_codes_every`` > 0 (training only; the official tokenizer trains without it): every that many
+    steps, the codes no token chose since the last restart move onto random encoder outputs of the batch (at the
+    first step, the whole codebook). Without it a small codebook collapses onto a few dozen codes (36 of 256 on
+    Fashion-MNIST), which blurs every image."""
 
     model_type = "rcg-vqgan"
 
@@ -242,10 +245,6 @@ class VQGANModule(_RCGStage):
     @torch.no_grad()
     def encode(self, images: torch.Tensor) -> torch.Tensor:
         return self.vqgan.encode(images)
-
-    @torch.no_grad()
-    def decode(self, codes: torch.Tensor) -> torch.Tensor:
-        return self.vqgan.decode_codes(codes)
 
     @torch.no_grad()
     def _restart_dead_codes(self, z: torch.Tensor) -> int:
@@ -302,9 +301,8 @@ class VQGANModule(_RCGStage):
         self._step(batch, "val")
 
     def configure_optimizers(self):
-        opt = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, betas=tuple(self.hparams.betas),
-                                weight_decay=self.hparams.weight_decay)
-        return _schedule(opt, self.trainer, self.hparams.warmup_epochs)
+        return _adamw_warmup_cosine(self, self.parameters(), self.hparams.lr, betas=tuple(self.hparams.betas),
+                                    weight_decay=self.hparams.weight_decay)
 
 
 # ------------------------------------------------------------------------------------------------------------------ RDM
@@ -337,32 +335,14 @@ class RDMModule(_RCGStage):
             labels = self.rdm.default_labels(data.shape[0], data.device)
         return data, labels
 
-    def training_step(self, batch, batch_idx):
-        x0, labels = self.representations(batch)
-        loss = self.rdm.loss(x0, labels)
-        self.log("train/loss", loss, prog_bar=True)
-        return loss
+    def batch_loss(self, batch) -> torch.Tensor:
+        return self.rdm.loss(*self.representations(batch))
 
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
         self.ema.update(self.rdm.denoiser)
 
     def validation_step(self, batch, batch_idx):
-        x0, labels = self.representations(batch)
-        self.log("val/loss", self.rdm.loss(x0, labels))
-
-    @torch.no_grad()
-    def sample(self, n: int, *, steps: int = 250, eta: float = 1.0, labels: torch.Tensor | None = None,
-               seed: int | None = 0, use_ema: bool = True) -> torch.Tensor:
-        """Generate n representations (n, C) with DDIM (EMA weights by default)."""
-        device = self.rdm.class_embed.weight.device
-        generator = seeded_generator(device, seed)
-        if labels is None:
-            labels = self.rdm.default_labels(n, device)
-        x_T = torch.randn(n, self.rdm.config.in_channels, device=device, generator=generator)
-        denoiser = self.ema.shadow if use_ema else self.rdm.denoiser
-        with eval_mode(self):
-            return ddim_sample(denoiser, self.rdm.schedule, x_T, self.rdm.context(labels.to(device)), steps, eta,
-                               generator)
+        self.log("val/loss", self.batch_loss(batch))
 
     def configure_optimizers(self):
         lr = self.hparams.blr * _effective_batch(self.trainer, 128)  # not divided by 256 (official)
@@ -383,7 +363,7 @@ def mage_targets(mage: MAGE, vqgan: VQGAN, encoder: MocoViT | None, images: torc
 class MAGETraining(_RCGStage):
     """Training of the pixel generator (MAGEModule; RCGPipeline fine-tuning) over its frozen VQGAN and encoder."""
 
-    def mage_loss(self, batch) -> torch.Tensor:
+    def batch_loss(self, batch) -> torch.Tensor:
         """Tokens from the frozen VQGAN, reps from the frozen encoder (dropped to the fake latent with probability
         rep_drop_prob), random drop/mask, label-smoothed CE over masked tokens."""
         images, _ = _images_and_labels(batch)
@@ -393,17 +373,11 @@ class MAGETraining(_RCGStage):
         drop_mask, all_mask = self.mage.sample_masks(codes.shape[0], codes.device)
         return self.mage.loss(codes, self.mage(codes, rep, drop_mask, all_mask), all_mask)
 
-    def training_step(self, batch, batch_idx):
-        loss = self.mage_loss(batch)
-        self.log("train/loss", loss, prog_bar=True)
-        return loss
-
     def configure_optimizers(self):
         """AdamW over the MAGE weights (no decay on norms and biases) at blr x effective batch / 256, warmup-cosine."""
         lr = self.hparams.blr * _effective_batch(self.trainer, 4096) / 256
         betas = tuple(self.hparams.get("betas", (0.9, 0.95)))
-        opt = torch.optim.AdamW(weight_decay_groups(self.mage, self.hparams.weight_decay), lr=lr, betas=betas)
-        return _schedule(opt, self.trainer, self.hparams.warmup_epochs)
+        return _adamw_warmup_cosine(self, weight_decay_groups(self.mage, self.hparams.weight_decay), lr, betas=betas)
 
 
 class MAGEModule(MAGETraining):
@@ -431,7 +405,7 @@ class MAGEModule(MAGETraining):
         self._freeze()
 
     def validation_step(self, batch, batch_idx):
-        self.log("val/loss", self.mage_loss(batch))
+        self.log("val/loss", self.batch_loss(batch))
 
     @torch.no_grad()
     def sample(self, n: int, *, steps: int = 20, temperature: float = 6.0, seed: int | None = 0,
@@ -448,15 +422,3 @@ class MAGEModule(MAGETraining):
                 codes = self.mage.generate(rep, steps, temperature, 0.0, generator, batch=b)
                 out.append(self.vqgan.decode_codes(codes).float().clamp(0, 1))
         return torch.cat(out)
-
-    @torch.no_grad()
-    def generate(self, rep: torch.Tensor | None = None, *, n: int | None = None, steps: int = 20,
-                 temperature: float = 6.0, cfg: float = 0.0, seed: int | None = 0) -> torch.Tensor:
-        """Images in [0, 1] from representations (or, for the unconditional baseline, from nothing)."""
-        device = self.mage.decoder_pos_embed_learned.device
-        generator = seeded_generator(device, seed)
-        if rep is not None:
-            rep = rep.to(device=device, dtype=self.mage.decoder_pos_embed_learned.dtype)
-        with eval_mode(self):
-            codes = self.mage.generate(rep, steps, temperature, cfg, generator, batch=n)
-            return self.vqgan.decode_codes(codes).float().clamp(0, 1)
