@@ -361,7 +361,16 @@ def mage_targets(mage: MAGE, vqgan: VQGAN, encoder: MocoViT | None, images: torc
 
 
 class MAGETraining(_RCGStage):
-    """Training of the pixel generator (MAGEModule; RCGPipeline fine-tuning) over its frozen VQGAN and encoder."""
+    """Training of the pixel generator (MAGEModule; RCGPipeline fine-tuning) over its frozen VQGAN and encoder, and
+    decoding of its tokens."""
+
+    def _model_device(self) -> torch.device:
+        return self.mage.decoder_pos_embed_learned.device
+
+    @torch.no_grad()
+    def decode_tokens(self, codes: torch.Tensor) -> torch.Tensor:
+        """VQGAN ids (B, N) -> images (B, 3, H, W) clamped to [0, 1], float32."""
+        return self.vqgan.decode_codes(codes).float().clamp(0, 1)
 
     def batch_loss(self, batch) -> torch.Tensor:
         """Tokens from the frozen VQGAN, reps from the frozen encoder (dropped to the fake latent with probability
@@ -412,13 +421,11 @@ class MAGEModule(MAGETraining):
                batch_size: int | None = None, **unused_rcg_options) -> torch.Tensor:
         """n images without representations: the unconditional baseline (``use_rep=False``), or a conditioned
         MAGE's fake-latent branch. Same signature as the RCG pipeline's ``sample`` (RDM/CFG options ignored)."""
-        device = self.mage.decoder_pos_embed_learned.device
-        generator = seeded_generator(device, seed)
+        generator = seeded_generator(self._model_device(), seed)
         out = []
         with eval_mode(self):
             for start in range(0, n, batch_size or n):
                 b = min(batch_size or n, n - start)
                 rep = self.mage.fake_latent.expand(b, -1) if self.mage.config.use_rep else None
-                codes = self.mage.generate(rep, steps, temperature, 0.0, generator, batch=b)
-                out.append(self.vqgan.decode_codes(codes).float().clamp(0, 1))
+                out.append(self.decode_tokens(self.mage.generate(rep, steps, temperature, 0.0, generator, batch=b)))
         return torch.cat(out)
