@@ -230,10 +230,9 @@ def _rdm(ckpt: dict[str, Any], config: dict, *, raw: str | None, ema: str, encod
     ``ema``, the encoder it was trained on under ``encoder``; the EMA bookkeeping and the schedule are left out."""
     sd = _state_dict(ckpt)
     denoiser = _part(sd, DENOISER)
-    rdm_cfg = infer_rdm_config(denoiser, config.get("rdm"))
     emb = sd["cond_stage_model.embedding.weight"]
-    rdm_cfg.update(n_classes=emb.shape[0], context_channels=emb.shape[1])
-    rdm_cfg.update(config.get("rdm") or {})
+    rdm_cfg = infer_rdm_config(denoiser, {"n_classes": emb.shape[0], "context_channels": emb.shape[1],
+                                          **(config.get("rdm") or {})})
     _check_schedule(sd, rdm_cfg)
     # the EMA names each denoiser parameter with its dots dropped
     ema_rules = {"model_ema." + ("diffusion_model." + name).replace(".", ""): ema + name for name in denoiser}

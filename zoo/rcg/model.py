@@ -1,9 +1,8 @@
 """RCG networks as plain ``nn.Module``s: the MoCo v3 representation encoder, the representation diffusion model
 (RDM: SimpleMLP + schedule + DDIM), the MaskGIT-style VQGAN tokenizer and the MAGE pixel generator.
 
-Parameter names follow the official checkpoints so conversion is a prefix rename. Every config is a
-``@dataclass`` built from a plain dict (the zoo's hyperparameters). See ``shared/specs/rcg.md`` for the
-behaviour reproduced here, including its quirks.
+Parameter names follow the official checkpoints so conversion is a prefix rename. See ``shared/specs/rcg.md`` for
+the behaviour reproduced here, including its quirks.
 """
 
 from __future__ import annotations
@@ -689,13 +688,11 @@ class MAGE(nn.Module):
         """Iterative decoding -> token ids (B, N). rep (B, rep_dim) or None for the unconditional model.
         ``on_step`` is called after each of the ``num_iter`` iterations (a progress bar's update)."""
         c, n = self.config, self.config.num_tokens
+        device = self.decoder_pos_embed_learned.device if rep is None else rep.device
         if rep is not None:
             batch = rep.shape[0]
-            device = rep.device
-        else:
-            device = self.decoder_pos_embed_learned.device
-            if batch is None:
-                raise ValueError("without representations give the number of images: batch=n")
+        elif batch is None:
+            raise ValueError("without representations give the number of images: batch=n")
         if cfg > 0 and not c.use_rep:
             raise ValueError("classifier-free guidance needs a representation-conditioned MAGE (use_rep=True)")
         ids = torch.full((batch, n), c.mask_id, dtype=torch.long, device=device)

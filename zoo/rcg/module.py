@@ -48,10 +48,9 @@ def _effective_batch(trainer, default: int) -> int:
 
 
 def _images_and_labels(batch) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A batch of images (or representations) alone, or with labels: (images, labels) or (images,)."""
     if isinstance(batch, torch.Tensor):
         return batch, None
-    if isinstance(batch, dict):
-        return batch["image"], batch.get("label")
     return batch[0], (batch[1] if len(batch) > 1 else None)
 
 
@@ -160,12 +159,11 @@ class MocoV3Module(_RCGStage):
                  stop_grad_patch_embed: bool = True):
         super().__init__()
         self.save_hyperparameters()
-        cfg = dataclass_from_dict(EncoderConfig, encoder, "encoder")
-        self.encoder = MocoViT(cfg)
-        self.momentum_encoder = MocoViT(cfg)
+        self.encoder, self.momentum_encoder = network("encoder", encoder), network("encoder", encoder)
         self.momentum_encoder.load_state_dict(self.encoder.state_dict())
         self.momentum_encoder.requires_grad_(False)
-        self.predictor = build_mlp(2, cfg.rep_dim, predictor_hidden_dim, cfg.rep_dim)
+        rep_dim = self.encoder.config.rep_dim
+        self.predictor = build_mlp(2, rep_dim, predictor_hidden_dim, rep_dim)
         if stop_grad_patch_embed:  # MoCo v3's "random patch projection" trick for stability
             self.encoder.patch_embed.requires_grad_(False)
 
