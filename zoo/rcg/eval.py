@@ -136,26 +136,18 @@ class FeatureCache:
         else:
             write_json_atomic(meta, settings)
 
-    def _path(self, start: int) -> Path:
-        return self.folder / f"{start:08d}.npy"
-
-    def load(self, start: int) -> torch.Tensor | None:
-        path = self._path(start)
-        return torch.from_numpy(np.load(path)) if path.exists() else None
-
-    def save(self, start: int, features: torch.Tensor) -> None:
-        with atomic_path(self._path(start)) as tmp, open(tmp, "wb") as out:
-            np.save(out, features.detach().float().cpu().numpy())
-
 
 def cached_features(cache: FeatureCache | None, start: int, size: int, compute) -> torch.Tensor:
     """The features of the batch at ``start`` (``size`` rows): from ``cache`` if it holds them, else ``compute()``
     (then kept in ``cache``)."""
-    feats = cache.load(start) if cache is not None else None
+    if cache is None:
+        return compute()
+    path = cache.folder / f"{start:08d}.npy"
+    feats = torch.from_numpy(np.load(path)) if path.exists() else None
     if feats is None or feats.shape[0] != size:
         feats = compute()
-        if cache is not None:
-            cache.save(start, feats)
+        with atomic_path(path) as tmp, open(tmp, "wb") as out:
+            np.save(out, feats.detach().float().cpu().numpy())
     return feats
 
 
