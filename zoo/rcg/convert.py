@@ -91,10 +91,6 @@ def _count(sd: dict[str, torch.Tensor], prefix: str) -> int:
 
 
 # -------------------------------------------------------------------------------------------- config inference
-def _official(table: dict[str, dict[str, Any]], keys: tuple[str, ...]) -> str:
-    return "; ".join(f"{name}: " + ", ".join(f"{k} {cfg[k]}" for k in keys) for name, cfg in table.items())
-
-
 def _named(table: dict[str, dict[str, Any]], name: str | None, source: str, what: str,
            shapes: dict[str, Any]) -> dict[str, Any]:
     """The official config the checkpoint names (``{}`` if none), checked against the weights' shapes."""
@@ -122,9 +118,10 @@ def _heads(what: str, key: str, width: int, overrides: dict, named: dict, name: 
         return int(known)
     why = (f"its {source} names {name!r}, which is not an official model" if name
            else f"it has no {source} naming its model")
+    official = "; ".join(f"{model}: {key} {cfg[key]}" for model, cfg in table.items())
     raise ValueError(
         f"the {what}'s {key} (width {width}) is not stored in the weights and {why}; pass it, e.g. "
-        f"--config '{{\"{what}\": {{\"{key}\": N}}}}' (official: {_official(table, (key,))})")
+        f"--config '{{\"{what}\": {{\"{key}\": N}}}}' (official: {official})")
 
 
 def infer_encoder_config(sd: dict[str, torch.Tensor], overrides: dict | None = None, arch: str | None = None,

@@ -357,8 +357,8 @@ def _upsample(channels: int) -> nn.Sequential:
 def _level(in_width: int, width: int, c: VQGANConfig) -> nn.Module:
     """One resolution level: ``block`` holds num_res_blocks residual blocks, the first from in_width to width."""
     level = nn.Module()
-    level.block = nn.ModuleList(VQResnetBlock(width if i else in_width, width, c.dropout)
-                                for i in range(c.num_res_blocks))
+    level.block = nn.Sequential(*(VQResnetBlock(width if i else in_width, width, c.dropout)
+                                  for i in range(c.num_res_blocks)))
     return level
 
 
@@ -368,7 +368,6 @@ class VQEncoder(nn.Module):
         self.conv_in = nn.Conv2d(c.in_channels, c.ch, 3, padding=1, bias=False)
         in_mult = (1, *c.ch_mult)
         self.down = nn.ModuleList(_level(c.ch * in_mult[level], c.ch * mult, c) for level, mult in enumerate(c.ch_mult))
-        self.num_levels = len(c.ch_mult)
         top = c.ch * c.ch_mult[-1]
         self.mid = _mid(top, c.dropout)
         self.norm_out = _group_norm(top)
@@ -377,12 +376,10 @@ class VQEncoder(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.conv_in(x)
         for level, level_module in enumerate(self.down):
-            for block in level_module.block:
-                h = block(h)
-            if level != self.num_levels - 1:
+            h = level_module.block(h)
+            if level != len(self.down) - 1:
                 h = F.avg_pool2d(h, 2, 2)
-        h = self.mid(h)
-        return self.conv_out(F.silu(self.norm_out(h)))
+        return self.conv_out(F.silu(self.norm_out(self.mid(h))))
 
 
 class VQDecoder(nn.Module):
@@ -404,8 +401,7 @@ class VQDecoder(nn.Module):
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         h = self.mid(self.conv_in(z))
         for level in reversed(range(len(self.up))):
-            for block in self.up[level].block:
-                h = block(h)
+            h = self.up[level].block(h)
             if level != 0:
                 h = self.up[level].upsample(h)
         return self.conv_out(F.silu(self.norm_out(h)))
