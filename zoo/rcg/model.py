@@ -290,9 +290,8 @@ def ddim_sample(denoiser: SimpleMLP, schedule: DiffusionSchedule, x_T: torch.Ten
     if context is not None:
         context = context.to(weight_dtype)
     x = x_T.float()
-    b = x.shape[0]
     for i in range(len(steps) - 1, -1, -1):
-        t = torch.full((b,), int(steps[i]), dtype=torch.long, device=x.device)
+        t = torch.full((x.shape[0],), int(steps[i]), dtype=torch.long, device=x.device)
         x0_hat = denoiser(x.to(weight_dtype), t, context).float()
         eps = schedule.eps_from_x0(x, t, x0_hat)
         a_t, a_prev, sigma = alphas[i], alphas_prev[i], sigmas[i]  # float32 scalars, as the official sampler
@@ -349,11 +348,6 @@ def _mid(channels: int, dropout: float) -> nn.Sequential:
                                      block_2=VQResnetBlock(channels, channels, dropout)))
 
 
-def _upsample(channels: int) -> nn.Sequential:
-    return nn.Sequential(OrderedDict(resize=nn.Upsample(scale_factor=2.0, mode="nearest"),
-                                     conv=nn.Conv2d(channels, channels, 3, padding=1)))
-
-
 def _level(in_width: int, width: int, c: VQGANConfig) -> nn.Module:
     """One resolution level: ``block`` holds num_res_blocks residual blocks, the first from in_width to width."""
     level = nn.Module()
@@ -393,7 +387,8 @@ class VQDecoder(nn.Module):
             up[level] = _level(width, c.ch * c.ch_mult[level], c)
             width = c.ch * c.ch_mult[level] if c.num_res_blocks else width
             if level != 0:
-                up[level].upsample = _upsample(width)
+                up[level].upsample = nn.Sequential(OrderedDict(resize=nn.Upsample(scale_factor=2.0, mode="nearest"),
+                                                               conv=nn.Conv2d(width, width, 3, padding=1)))
         self.up = nn.ModuleList(up)
         self.norm_out = _group_norm(width)
         self.conv_out = nn.Conv2d(width, c.out_ch, 3, padding=1)
