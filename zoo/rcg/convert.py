@@ -91,44 +91,44 @@ def _count(sd: dict[str, torch.Tensor], prefix: str) -> int:
 
 
 # -------------------------------------------------------------------------------------------- config inference
-def _named(table: dict[str, dict[str, Any]], name: str | None, source: str, what: str,
-           shapes: dict[str, Any]) -> dict[str, Any]:
-    """The official config the checkpoint names (``{}`` if none), checked against the weights' shapes."""
+def _with_heads(cfg: dict[str, Any], overrides: dict | None, widths: dict[str, int], what: str,
+                table: dict[str, dict[str, Any]], name: str | None, source: str) -> dict[str, Any]:
+    """``cfg`` with its head counts (``widths``: each key and the width it divides) and then ``overrides`` applied.
+
+    A head count comes from the config (``--config``) or from the official model the checkpoint's ``source`` names
+    (whose other entries must fit the weights); it is never guessed from the width (MoCo v3's ViT-S has 12 heads
+    at width 384, timm's 6)."""
+    overrides = dict(overrides or {})
     named = table.get(name or "", {})
-    wrong = {k: (named[k], v) for k, v in shapes.items() if k in named and named[k] != v}
+    wrong = {k: (want, cfg[k]) for k, want in named.items() if k not in widths and cfg[k] != want}
     if wrong:
         raise ValueError(f"the checkpoint's {source} names the {what} {name!r}, but its weights do not fit it: "
                          + ", ".join(f"{k} {want} expected, {got} found" for k, (want, got) in wrong.items()))
-    return named
-
-
-def _heads(what: str, key: str, width: int, overrides: dict, named: dict, name: str | None, source: str,
-           table: dict[str, dict[str, Any]]) -> int:
-    """A head count from the config (``--config``) or from the official model the checkpoint names; never guessed
-    from the width (MoCo v3's ViT-S has 12 heads at width 384, timm's 6)."""
-    given, known = overrides.pop(key, None), named.get(key)
-    if given is not None:
-        if known is not None and int(given) != known:
-            raise ValueError(f"the config sets {what}.{key}={given}, but the checkpoint's {source} names {name!r}, "
-                             f"which has {known}")
-        if int(given) < 1 or width % int(given):
-            raise ValueError(f"the config sets {what}.{key}={given}, which does not divide the width {width}")
-        return int(given)
-    if known is not None:
-        return int(known)
-    why = (f"its {source} names {name!r}, which is not an official model" if name
-           else f"it has no {source} naming its model")
-    official = "; ".join(f"{model}: {key} {cfg[key]}" for model, cfg in table.items())
-    raise ValueError(
-        f"the {what}'s {key} (width {width}) is not stored in the weights and {why}; pass it, e.g. "
-        f"--config '{{\"{what}\": {{\"{key}\": N}}}}' (official: {official})")
+    for key, width in widths.items():
+        given, known = overrides.pop(key, None), named.get(key)
+        if given is not None:
+            if known is not None and int(given) != known:
+                raise ValueError(f"the config sets {what}.{key}={given}, but the checkpoint's {source} names "
+                                 f"{name!r}, which has {known}")
+            if int(given) < 1 or width % int(given):
+                raise ValueError(f"the config sets {what}.{key}={given}, which does not divide the width {width}")
+            cfg[key] = int(given)
+        elif known is not None:
+            cfg[key] = int(known)
+        else:
+            why = (f"its {source} names {name!r}, which is not an official model" if name
+                   else f"it has no {source} naming its model")
+            official = "; ".join(f"{model}: {key} {config[key]}" for model, config in table.items())
+            raise ValueError(
+                f"the {what}'s {key} (width {width}) is not stored in the weights and {why}; pass it, e.g. "
+                f"--config '{{\"{what}\": {{\"{key}\": N}}}}' (official: {official})")
+    return {**cfg, **overrides}
 
 
 def infer_encoder_config(sd: dict[str, torch.Tensor], overrides: dict | None = None, arch: str | None = None,
                          source: str = "arch") -> dict:
     """MoCo v3 ViT config from the weights; heads from ``overrides`` or the official ``arch`` (ENCODER_CONFIGS name)
     that the checkpoint's ``source`` names."""
-    overrides = dict(overrides or {})
     dim = sd["pos_embed"].shape[-1]
     patch = sd["patch_embed.proj.weight"].shape[-1]
     grid = math.isqrt(sd["pos_embed"].shape[1] - 1)
@@ -136,9 +136,7 @@ def infer_encoder_config(sd: dict[str, torch.Tensor], overrides: dict | None = N
         img_size=grid * patch, patch_size=patch, in_chans=sd["patch_embed.proj.weight"].shape[1], embed_dim=dim,
         depth=_count(sd, "blocks."), mlp_ratio=sd["blocks.0.mlp.fc1.weight"].shape[0] / dim,
         proj_hidden_dim=sd["head.0.weight"].shape[0], rep_dim=sd["head.6.weight"].shape[0])
-    named = _named(ENCODER_CONFIGS, arch, source, "encoder", {"embed_dim": dim, "depth": cfg["depth"]})
-    cfg["num_heads"] = _heads("encoder", "num_heads", dim, overrides, named, arch, source, ENCODER_CONFIGS)
-    cfg.update(overrides)
+    cfg = _with_heads(cfg, overrides, {"num_heads": dim}, "encoder", ENCODER_CONFIGS, arch, source)
     return EncoderConfig(**cfg).__dict__
 
 
@@ -168,7 +166,6 @@ def infer_vqgan_config(sd: dict[str, torch.Tensor], overrides: dict | None = Non
 
 def infer_mage_config(sd: dict[str, torch.Tensor], overrides: dict | None = None, model: str | None = None) -> dict:
     """MAGE config from the weights; head counts from ``overrides`` or the official ``model`` (``args.model``)."""
-    overrides = dict(overrides or {})
     dim = sd["token_emb.word_embeddings.weight"].shape[1]
     dec = sd["decoder_embed.weight"].shape[0]
     cfg = dict(
@@ -178,12 +175,8 @@ def infer_mage_config(sd: dict[str, torch.Tensor], overrides: dict | None = None
         mlp_ratio=sd["blocks.0.mlp.fc1.weight"].shape[0] / dim, use_rep="fake_latent" in sd)
     if cfg["use_rep"]:
         cfg["rep_dim"] = sd["fake_latent"].shape[1]
-    shapes = {k: cfg[k] for k in ("embed_dim", "depth", "decoder_embed_dim", "decoder_depth")}
-    named = _named(MAGE_CONFIGS, model, "args.model", "mage", shapes)
-    for key, width in (("num_heads", dim), ("decoder_num_heads", dec)):
-        cfg[key] = _heads("mage", key, width, overrides, named, model, "args.model", MAGE_CONFIGS)
-    cfg.update(overrides)
-    return MAGEConfig(**cfg).__dict__
+    widths = {"num_heads": dim, "decoder_num_heads": dec}
+    return MAGEConfig(**_with_heads(cfg, overrides, widths, "mage", MAGE_CONFIGS, model, "args.model")).__dict__
 
 
 # -------------------------------------------------------------------------------------------------- conversions
