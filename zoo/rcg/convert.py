@@ -145,8 +145,7 @@ def infer_rdm_config(sd: dict[str, torch.Tensor], overrides: dict | None = None)
         in_channels=sd["input_proj.weight"].shape[1], model_channels=sd["input_proj.weight"].shape[0],
         time_embed_dim=sd["time_embed.0.weight"].shape[0], bottleneck_channels=sd["res_blocks.0.in_layers.2.weight"].shape[0],
         num_res_blocks=_count(sd, "res_blocks."), use_context="res_blocks.0.context_layers.1.weight" in sd)
-    cfg.update(overrides or {})
-    return RDMConfig(**cfg).__dict__
+    return RDMConfig(**{**cfg, **(overrides or {})}).__dict__
 
 
 def infer_vqgan_config(sd: dict[str, torch.Tensor], overrides: dict | None = None) -> dict:
@@ -160,8 +159,7 @@ def infer_vqgan_config(sd: dict[str, torch.Tensor], overrides: dict | None = Non
     cfg = dict(ch=ch, ch_mult=ch_mult, num_res_blocks=num_res_blocks, in_channels=sd["encoder.conv_in.weight"].shape[1],
                out_ch=sd["decoder.conv_out.weight"].shape[0], z_channels=sd["quantize.embedding.weight"].shape[1],
                n_embed=sd["quantize.embedding.weight"].shape[0])
-    cfg.update(overrides or {})
-    return {**VQGANConfig(**cfg).__dict__}
+    return VQGANConfig(**{**cfg, **(overrides or {})}).__dict__
 
 
 def infer_mage_config(sd: dict[str, torch.Tensor], overrides: dict | None = None, model: str | None = None) -> dict:

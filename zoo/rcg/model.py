@@ -53,8 +53,8 @@ def sincos_pos_embed_2d(grid_size: int, dim: int, temperature: float = 10000.0) 
     return torch.cat([torch.zeros(1, dim), table], dim=0)[None]
 
 
-def build_mlp(num_layers: int, in_dim: int, hidden_dim: int, out_dim: int, last_bn: bool = True) -> nn.Sequential:
-    """MoCo v3 MLP: (Linear no-bias, BN, ReLU) x (n-1), Linear no-bias, [BN without affine]."""
+def build_mlp(num_layers: int, in_dim: int, hidden_dim: int, out_dim: int) -> nn.Sequential:
+    """MoCo v3 MLP: (Linear no-bias, BN, ReLU) x (n-1), Linear no-bias, BN without affine."""
     layers: list[nn.Module] = []
     for i in range(num_layers):
         d_in = in_dim if i == 0 else hidden_dim
@@ -62,16 +62,14 @@ def build_mlp(num_layers: int, in_dim: int, hidden_dim: int, out_dim: int, last_
         layers.append(nn.Linear(d_in, d_out, bias=False))
         if i < num_layers - 1:
             layers += [nn.BatchNorm1d(d_out), nn.ReLU(inplace=True)]
-        elif last_bn:
+        else:
             layers.append(nn.BatchNorm1d(d_out, affine=False))
     return nn.Sequential(*layers)
 
 
 class MocoViT(VisionTransformer):
-    """timm's ViT with MoCo v3's fixed sin-cos position table and the 3-layer projector as ``head``.
-
-    ``forward(x)`` maps a preprocessed (B, 3, S, S) batch to the projector output; :meth:`represent` does the
-    whole RCG representation pipeline from [0, 1] images."""
+    """timm's ViT with MoCo v3's fixed sin-cos position table and the 3-layer projector as ``head``: ``forward`` maps
+    a preprocessed batch to the projector output, :meth:`represent` [0, 1] images to RCG's representation."""
 
     def __init__(self, config: EncoderConfig):
         c = config

@@ -148,9 +148,9 @@ class _RCGStage(ZooModule):
 class MocoV3Module(_RCGStage):
     """MoCo v3 (ViT): base encoder + projector, momentum encoder, predictor; symmetric InfoNCE with temperature.
 
-    Batches are pairs of augmented views ``(view1, view2)`` of already normalised images (see
-    :class:`zoo.rcg.data.ImageDataModule` with ``stage="mocov3"``). The base encoder is RCG's representation
-    encoder; :meth:`encode` gives the standardised representation of [0, 1] images."""
+    Batches are pairs of augmented views ``(view1, view2)`` of already normalised images
+    (:class:`zoo.rcg.data.ImageDataModule` with ``stage="mocov3"``). The base encoder is RCG's representation
+    encoder."""
 
     model_type = "rcg-mocov3"
 
@@ -359,8 +359,7 @@ def mage_targets(mage: MAGE, vqgan: VQGAN, encoder: MocoViT | None, images: torc
 
 
 class MAGETraining(_RCGStage):
-    """Training of the pixel generator (MAGEModule; RCGPipeline fine-tuning) over its frozen VQGAN and encoder, and
-    decoding of its tokens."""
+    """The pixel generator's training over its frozen VQGAN and encoder, and token decoding (MAGEModule, pipeline)."""
 
     def _model_device(self) -> torch.device:
         return self.mage.decoder_pos_embed_learned.device

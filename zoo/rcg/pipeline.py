@@ -105,8 +105,7 @@ class RCGPipeline(MAGETraining):
     def sample_representations(self, n: int, *, rdm_steps: int | None = None, eta: float | None = None,
                                labels: torch.Tensor | None = None, generator: torch.Generator | None = None,
                                on_step: Callable[[], Any] | None = None) -> torch.Tensor:
-        """n representations from the RDM (DDIM with its EMA weights), float32 (n, rep_dim); ``on_step`` is called
-        after each DDIM step."""
+        """n representations (n, rep_dim), float32, by DDIM with the RDM's EMA weights; ``on_step`` after each step."""
         d = self.sampling_defaults
         device = self._model_device()
         if labels is None:
@@ -124,8 +123,7 @@ class RCGPipeline(MAGETraining):
     def generate_tokens(self, rep: torch.Tensor, *, cfg: float | None = None, steps: int | None = None,
                         temperature: float | None = None, generator: torch.Generator | None = None,
                         on_step: Callable[[], Any] | None = None) -> torch.Tensor:
-        """MAGE iterative decoding conditioned on rep (B, rep_dim) -> VQGAN ids (B, N); ``on_step`` is called after
-        each iteration."""
+        """MAGE iterative decoding conditioned on rep (B, rep_dim) -> VQGAN ids (B, N); ``on_step`` after each step."""
         d = self.sampling_defaults
         rep = rep.to(device=self._model_device(), dtype=self.mage.decoder_pos_embed_learned.dtype)
         steps = d["steps"] if steps is None else steps
