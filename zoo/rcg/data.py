@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from torch.utils.data import DataLoader, Dataset
 
 from zoo._lightning import L
 from zoo.lightning_compat import MidEpochResume
-from zoo.rcg.model import IMAGENET_MEAN, IMAGENET_STD
 from zoo.training import resumable_loader
 
 __all__ = ["ImageDataModule", "FashionMNIST", "stage_transform", "STAGES"]
@@ -89,7 +89,7 @@ def stage_transform(stage: str, image_size: int, *, small_images: bool = False):
                           T.RandomHorizontalFlip(), T.ToTensor()])
     if stage == "mocov3":
         scale = (0.2, 1.0) if small_images else (0.08, 1.0)
-        normalize = T.Normalize(IMAGENET_MEAN, IMAGENET_STD)
+        normalize = T.Normalize(IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD)
 
         def view(blur_p: float, solarize_p: float):
             ops = [T.RandomResizedCrop(image_size, scale=scale, interpolation=bicubic)]

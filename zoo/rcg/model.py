@@ -16,11 +16,10 @@ from typing import Any, Callable
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.layers import build_sincos2d_pos_embed
 from timm.models.vision_transformer import Attention, Block, VisionTransformer
-
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
+from torchvision.transforms.functional import normalize
 
 
 # ----------------------------------------------------------------------------------- MoCo v3 ViT representation encoder
@@ -93,9 +92,7 @@ class MocoViT(VisionTransformer):
         """[0, 1] images (B, 3, H, W) -> ImageNet-normalised, bicubic-resized to img_size (align_corners=False)."""
         if images.ndim != 4 or images.shape[1] != 3:
             raise ValueError(f"expected images of shape (B, 3, H, W) in [0, 1], got {tuple(images.shape)}")
-        mean = images.new_tensor(IMAGENET_MEAN).view(1, 3, 1, 1)
-        std = images.new_tensor(IMAGENET_STD).view(1, 3, 1, 1)
-        x = (images - mean) / std
+        x = normalize(images, IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD)
         size = self.config.img_size
         if x.shape[-2:] != (size, size):
             x = F.interpolate(x, size=(size, size), mode="bicubic", align_corners=False)
