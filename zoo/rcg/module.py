@@ -136,10 +136,9 @@ class _RCGStage(ZooModule):
                 continue
             source = self.hparams[f"{prefix}_init"]
             if source is None:
-                raise ValueError(
-                    f"{type(self).__name__} trains on a frozen pretrained {prefix}: set `{prefix}_init` to a zoo repo "
-                    f"folder or catalog name holding '{prefix}.*' weights (or load a saved stage with zoo.load)"
-                )
+                raise ValueError(f"{type(self).__name__} trains on a frozen pretrained {prefix}: set `{prefix}_init` to "
+                                 f"a zoo repo folder or catalog name holding '{prefix}.*' weights (or load a saved "
+                                 "stage with zoo.load)")
             load_prefixed(getattr(self, prefix), source, f"{prefix}.")
         self._pretrained_loaded = True
 
