@@ -277,8 +277,7 @@ def ddim_parameters(alphas_cumprod: torch.Tensor, steps: torch.Tensor, eta: floa
 def ddim_sample(denoiser: SimpleMLP, schedule: DiffusionSchedule, x_T: torch.Tensor, context: torch.Tensor | None,
                 num_steps: int, eta: float = 1.0, generator: torch.Generator | None = None,
                 on_step: Callable[[], Any] | None = None) -> torch.Tensor:
-    """DDIM from x_T (B, C) with x0 predictions; float32 arithmetic whatever the weight dtype. ``on_step`` is called
-    after each of the ``len(ddim_timesteps(num_steps))`` steps (a progress bar's update)."""
+    """DDIM from x_T (B, C) with x0 predictions, in float32 whatever the weight dtype; ``on_step`` after each step."""
     steps = ddim_timesteps(num_steps, schedule.timesteps)
     alphas, alphas_prev, sigmas = ddim_parameters(schedule.alphas_cumprod, steps, eta)
     weight_dtype = denoiser.input_proj.weight.dtype
@@ -586,12 +585,12 @@ class MAGE(nn.Module):
         if c.use_rep:
             self.latent_prior_proj = nn.Linear(c.rep_dim, c.embed_dim)
             self.fake_latent = nn.Parameter(torch.randn(1, c.rep_dim) * 0.02)
-        self.blocks = nn.ModuleList(_mage_block(c.embed_dim, c.num_heads, c) for _ in range(c.depth))
+        self.blocks = nn.Sequential(*(_mage_block(c.embed_dim, c.num_heads, c) for _ in range(c.depth)))
         self.norm = nn.LayerNorm(c.embed_dim, eps=1e-6)
         self.decoder_embed = nn.Linear(c.embed_dim, c.decoder_embed_dim)
         self.decoder_pos_embed_learned = nn.Parameter(torch.randn(1, seq_len, c.decoder_embed_dim) * 0.02)
-        self.decoder_blocks = nn.ModuleList(_mage_block(c.decoder_embed_dim, c.decoder_num_heads, c)
-                                            for _ in range(c.decoder_depth))
+        self.decoder_blocks = nn.Sequential(*(_mage_block(c.decoder_embed_dim, c.decoder_num_heads, c)
+                                              for _ in range(c.decoder_depth)))
         self.decoder_norm = nn.LayerNorm(c.decoder_embed_dim, eps=1e-6)
         self.mlm_layer = MlmLayer(c.decoder_embed_dim, c.embed_dim, c.vocab_size)
         self.apply(self._init_weights)
@@ -622,19 +621,14 @@ class MAGE(nn.Module):
         if c.use_rep:
             x = torch.cat([self.latent_prior_proj(rep.to(x.dtype))[:, None], x[:, 1:]], dim=1)
         kept = x[~drop_mask].reshape(B, -1, x.shape[-1])  # (B, 1+N-n_drop, D), order preserved
-        for block in self.blocks:
-            kept = block(kept)
-        kept = self.decoder_embed(self.norm(kept))  # (B, K, Dd)
+        kept = self.decoder_embed(self.norm(self.blocks(kept)))  # (B, K, Dd)
 
         # every dropped or masked position is padded with the slot-0 vector
         slot0 = kept[:, :1].expand(B, ids.shape[1], kept.shape[-1])
         h = slot0.clone()
         h[~drop_mask] = kept.reshape(-1, kept.shape[-1])
         h = torch.where(all_mask[..., None], slot0, h)
-        h = h + self.decoder_pos_embed_learned
-        for block in self.decoder_blocks:
-            h = block(h)
-        h = self.decoder_norm(h)
+        h = self.decoder_norm(self.decoder_blocks(h + self.decoder_pos_embed_learned))
         return self.mlm_layer(h, self.token_emb.word_embeddings.weight.detach())
 
     # --------------------------------------------------------------------------------------------------- training
