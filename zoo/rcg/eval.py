@@ -137,8 +137,7 @@ class FeatureCache:
 
 
 def cached_features(cache: FeatureCache | None, start: int, size: int, compute) -> torch.Tensor:
-    """The features of the batch at ``start`` (``size`` rows): from ``cache`` if it holds them, else ``compute()``
-    (then kept in ``cache``)."""
+    """The ``size`` features of the batch at ``start``: from ``cache`` if it holds them, else ``compute()``, kept."""
     if cache is None:
         return compute()
     path = cache.folder / f"{start:08d}.npy"

@@ -1,6 +1,5 @@
 """LightningModules for the RCG stages: MoCo v3 pretraining, VQGAN tokenizer, RDM (with EMA), MAGE.
 
-Each stage is a :class:`~zoo.module.ZooModule`: plain-dict hyperparameters, rebuilt on the meta device on load.
 Stages that use frozen parts of an earlier stage (RDM and MAGE use the encoder, MAGE the tokenizer) take
 ``encoder_init`` / ``vqgan_init``: a zoo repo folder or catalog name whose ``encoder.*`` / ``vqgan.*`` weights are
 copied in when training starts (not when a saved stage is loaded: those weights are already in its file).
@@ -59,8 +58,7 @@ def seeded_generator(device, seed: int | None) -> torch.Generator | None:
 
 
 def load_prefixed(module: nn.Module, name_or_path: str, prefix: str) -> None:
-    """Copy the ``prefix``-ed tensors of a zoo repo (a folder, catalog name or ``hf://owner/repo``, as ``zoo.load``
-    takes) into ``module`` (strict: all keys must match)."""
+    """Copy the ``prefix``-ed tensors of a zoo repo (any name ``zoo.load`` takes) into ``module``, strictly."""
     state = load_state_dict(resolve_repo(name_or_path))
     sub = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
     if not sub:
@@ -136,8 +134,8 @@ class _RCGStage(ZooModule):
                 continue
             source = self.hparams[f"{prefix}_init"]
             if source is None:
-                raise ValueError(f"{type(self).__name__} trains on a frozen pretrained {prefix}: set `{prefix}_init` to "
-                                 f"a zoo repo folder or catalog name holding '{prefix}.*' weights (or load a saved "
+                raise ValueError(f"{type(self).__name__} trains on a frozen pretrained {prefix}: set `{prefix}_init` "
+                                 f"to a zoo repo folder or catalog name holding '{prefix}.*' weights (or load a saved "
                                  "stage with zoo.load)")
             load_prefixed(getattr(self, prefix), source, f"{prefix}.")
         self._pretrained_loaded = True
@@ -147,9 +145,8 @@ class _RCGStage(ZooModule):
 class MocoV3Module(_RCGStage):
     """MoCo v3 (ViT): base encoder + projector, momentum encoder, predictor; symmetric InfoNCE with temperature.
 
-    Batches are pairs of augmented views ``(view1, view2)`` of already normalised images
-    (:class:`zoo.rcg.data.ImageDataModule` with ``stage="mocov3"``). The base encoder is RCG's representation
-    encoder."""
+    Batches are pairs of augmented views of normalised images (:class:`zoo.rcg.data.ImageDataModule`,
+    ``stage="mocov3"``); the base encoder is RCG's representation encoder."""
 
     model_type = "rcg-mocov3"
 
@@ -306,9 +303,8 @@ class VQGANModule(_RCGStage):
 class RDMModule(_RCGStage):
     """Representation diffusion model on a frozen encoder's standardised representations, with EMA weights.
 
-    Keys: ``rdm.*`` (raw weights), ``ema.shadow.*`` + ``ema.num_updates`` (EMA of the denoiser, used for
-    sampling), ``encoder.*`` (frozen MoCo v3 encoder; absent when ``encoder`` is None, then batches must carry
-    representations instead of images)."""
+    Keys: ``rdm.*`` (raw weights), ``ema.shadow.*`` + ``ema.num_updates`` (EMA of the denoiser, used for sampling),
+    ``encoder.*`` (frozen MoCo v3 encoder; absent when ``encoder`` is None: batches then carry representations)."""
 
     model_type = "rcg-rdm"
     _frozen = ("encoder",)
@@ -369,8 +365,7 @@ class MAGETraining(_RCGStage):
         return self.vqgan.decode_codes(codes).float().clamp(0, 1)
 
     def batch_loss(self, batch) -> torch.Tensor:
-        """Tokens from the frozen VQGAN, reps from the frozen encoder (dropped to the fake latent with probability
-        rep_drop_prob), random drop/mask, label-smoothed CE over masked tokens."""
+        """Label-smoothed CE over masked tokens, given the frozen encoder's reps (some replaced by the fake latent)."""
         images, _ = _images_and_labels(batch)
         codes, rep = mage_targets(self.mage, self.vqgan, self.encoder, images)
         if rep is not None:

@@ -61,8 +61,7 @@ class RCGPipeline(MAGETraining):
 
     @classmethod
     def from_stages(cls, rdm, mage, *, sampling: dict | None = None) -> "RCGPipeline":
-        """Assemble a pipeline from trained stages: an ``RDMModule`` (its EMA weights) and a ``MAGEModule``
-        (its encoder, tokenizer and generator)."""
+        """A pipeline of trained stages: an RDMModule's EMA weights, a MAGEModule's encoder, tokenizer and generator."""
         if mage.encoder is None:
             raise ValueError("the MAGE stage is unconditional (no encoder); RCG needs a representation-conditioned one")
         grid = math.isqrt(mage.mage.config.num_tokens)
