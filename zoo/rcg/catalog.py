@@ -39,18 +39,15 @@ _SAMPLE_L = {"cfg": 6.0, "temperature": 11.0, "steps": 20, "rdm_steps": 250, "et
 _DOWNLOAD_BYTES = {(_MAGE_L, _RDM_L): 4_960_000_000}
 
 
-def _display(arch: dict) -> dict:
-    size = "L" if arch is _ARCH_L else "B"
-    return {"encoder": f"MoCo v3 ViT-{size}", "rdm": "SimpleMLP", "mage": f"MAGE-{size}",
-            "image_size": 256, "tokens": "16x16 VQGAN codes"}
-
-
 def _entry(name: str, files, arch, defaults, metrics, description) -> ModelEntry:
+    size = "L" if arch is _ARCH_L else "B"
+    architecture = {"encoder": f"MoCo v3 ViT-{size}", "rdm": "SimpleMLP", "mage": f"MAGE-{size}", "image_size": 256,
+                    "tokens": "16x16 VQGAN codes"}
     return ModelEntry(
-        name=name, method="rcg", **PINS.get(name, {}), upstream=files, architecture=_display(arch),
+        name=name, method="rcg", **PINS.get(name, {}), upstream=files, architecture=architecture,
         converter=CONVERTER, convert_args=arch, license=LICENSE, paper=PAPER, description=description, metrics=metrics,
-        recipe="recipes/rcg/imagenet256_mage_l.yaml" if "mage-b" not in name else "recipes/rcg/imagenet256_mage_b.yaml",
-        defaults=defaults, download_size=_DOWNLOAD_BYTES.get(files))
+        recipe=f"recipes/rcg/imagenet256_mage_{size.lower()}.yaml", defaults=defaults,
+        download_size=_DOWNLOAD_BYTES.get(files))
 
 
 # trained here (recipes/rcg/build_fmnist.sh); FIDs of 10,000 samples (the tokenizer's: 2,000) against the 10,000 test images

@@ -91,47 +91,44 @@ def _count(sd: dict[str, torch.Tensor], prefix: str) -> int:
 
 
 # -------------------------------------------------------------------------------------------- config inference
-def _official(table: dict[str, dict[str, Any]], keys: tuple[str, ...]) -> str:
-    return "; ".join(f"{name}: " + ", ".join(f"{k} {cfg[k]}" for k in keys) for name, cfg in table.items())
+def _with_heads(cfg: dict[str, Any], overrides: dict | None, widths: dict[str, int], what: str,
+                table: dict[str, dict[str, Any]], name: str | None, source: str) -> dict[str, Any]:
+    """``cfg`` with its head counts (``widths``: each key and the width it divides) and then ``overrides`` applied.
 
-
-def _named(table: dict[str, dict[str, Any]], name: str | None, source: str, what: str,
-           shapes: dict[str, Any]) -> dict[str, Any]:
-    """The official config the checkpoint names (``{}`` if none), checked against the weights' shapes."""
+    A head count comes from the config (``--config``) or from the official model the checkpoint's ``source`` names
+    (whose other entries must fit the weights); it is never guessed from the width (MoCo v3's ViT-S has 12 heads
+    at width 384, timm's 6)."""
+    overrides = dict(overrides or {})
     named = table.get(name or "", {})
-    wrong = {k: (named[k], v) for k, v in shapes.items() if k in named and named[k] != v}
+    wrong = {k: (want, cfg[k]) for k, want in named.items() if k not in widths and cfg[k] != want}
     if wrong:
         raise ValueError(f"the checkpoint's {source} names the {what} {name!r}, but its weights do not fit it: "
                          + ", ".join(f"{k} {want} expected, {got} found" for k, (want, got) in wrong.items()))
-    return named
-
-
-def _heads(what: str, key: str, width: int, overrides: dict, named: dict, name: str | None, source: str,
-           table: dict[str, dict[str, Any]]) -> int:
-    """A head count from the config (``--config``) or from the official model the checkpoint names; never guessed
-    from the width (MoCo v3's ViT-S has 12 heads at width 384, timm's 6)."""
-    given, known = overrides.pop(key, None), named.get(key)
-    if given is not None:
-        if known is not None and int(given) != known:
-            raise ValueError(f"the config sets {what}.{key}={given}, but the checkpoint's {source} names {name!r}, "
-                             f"which has {known}")
-        if int(given) < 1 or width % int(given):
-            raise ValueError(f"the config sets {what}.{key}={given}, which does not divide the width {width}")
-        return int(given)
-    if known is not None:
-        return int(known)
-    why = (f"its {source} names {name!r}, which is not an official model" if name
-           else f"it has no {source} naming its model")
-    raise ValueError(
-        f"the {what}'s {key} (width {width}) is not stored in the weights and {why}; pass it, e.g. "
-        f"--config '{{\"{what}\": {{\"{key}\": N}}}}' (official: {_official(table, (key,))})")
+    for key, width in widths.items():
+        given, known = overrides.pop(key, None), named.get(key)
+        if given is not None:
+            if known is not None and int(given) != known:
+                raise ValueError(f"the config sets {what}.{key}={given}, but the checkpoint's {source} names "
+                                 f"{name!r}, which has {known}")
+            if int(given) < 1 or width % int(given):
+                raise ValueError(f"the config sets {what}.{key}={given}, which does not divide the width {width}")
+            cfg[key] = int(given)
+        elif known is not None:
+            cfg[key] = int(known)
+        else:
+            why = (f"its {source} names {name!r}, which is not an official model" if name
+                   else f"it has no {source} naming its model")
+            official = "; ".join(f"{model}: {key} {config[key]}" for model, config in table.items())
+            raise ValueError(
+                f"the {what}'s {key} (width {width}) is not stored in the weights and {why}; pass it, e.g. "
+                f"--config '{{\"{what}\": {{\"{key}\": N}}}}' (official: {official})")
+    return {**cfg, **overrides}
 
 
 def infer_encoder_config(sd: dict[str, torch.Tensor], overrides: dict | None = None, arch: str | None = None,
                          source: str = "arch") -> dict:
     """MoCo v3 ViT config from the weights; heads from ``overrides`` or the official ``arch`` (ENCODER_CONFIGS name)
     that the checkpoint's ``source`` names."""
-    overrides = dict(overrides or {})
     dim = sd["pos_embed"].shape[-1]
     patch = sd["patch_embed.proj.weight"].shape[-1]
     grid = math.isqrt(sd["pos_embed"].shape[1] - 1)
@@ -139,9 +136,7 @@ def infer_encoder_config(sd: dict[str, torch.Tensor], overrides: dict | None = N
         img_size=grid * patch, patch_size=patch, in_chans=sd["patch_embed.proj.weight"].shape[1], embed_dim=dim,
         depth=_count(sd, "blocks."), mlp_ratio=sd["blocks.0.mlp.fc1.weight"].shape[0] / dim,
         proj_hidden_dim=sd["head.0.weight"].shape[0], rep_dim=sd["head.6.weight"].shape[0])
-    named = _named(ENCODER_CONFIGS, arch, source, "encoder", {"embed_dim": dim, "depth": cfg["depth"]})
-    cfg["num_heads"] = _heads("encoder", "num_heads", dim, overrides, named, arch, source, ENCODER_CONFIGS)
-    cfg.update(overrides)
+    cfg = _with_heads(cfg, overrides, {"num_heads": dim}, "encoder", ENCODER_CONFIGS, arch, source)
     return EncoderConfig(**cfg).__dict__
 
 
@@ -150,8 +145,7 @@ def infer_rdm_config(sd: dict[str, torch.Tensor], overrides: dict | None = None)
         in_channels=sd["input_proj.weight"].shape[1], model_channels=sd["input_proj.weight"].shape[0],
         time_embed_dim=sd["time_embed.0.weight"].shape[0], bottleneck_channels=sd["res_blocks.0.in_layers.2.weight"].shape[0],
         num_res_blocks=_count(sd, "res_blocks."), use_context="res_blocks.0.context_layers.1.weight" in sd)
-    cfg.update(overrides or {})
-    return RDMConfig(**cfg).__dict__
+    return RDMConfig(**{**cfg, **(overrides or {})}).__dict__
 
 
 def infer_vqgan_config(sd: dict[str, torch.Tensor], overrides: dict | None = None) -> dict:
@@ -165,13 +159,11 @@ def infer_vqgan_config(sd: dict[str, torch.Tensor], overrides: dict | None = Non
     cfg = dict(ch=ch, ch_mult=ch_mult, num_res_blocks=num_res_blocks, in_channels=sd["encoder.conv_in.weight"].shape[1],
                out_ch=sd["decoder.conv_out.weight"].shape[0], z_channels=sd["quantize.embedding.weight"].shape[1],
                n_embed=sd["quantize.embedding.weight"].shape[0])
-    cfg.update(overrides or {})
-    return {**VQGANConfig(**cfg).__dict__}
+    return VQGANConfig(**{**cfg, **(overrides or {})}).__dict__
 
 
 def infer_mage_config(sd: dict[str, torch.Tensor], overrides: dict | None = None, model: str | None = None) -> dict:
     """MAGE config from the weights; head counts from ``overrides`` or the official ``model`` (``args.model``)."""
-    overrides = dict(overrides or {})
     dim = sd["token_emb.word_embeddings.weight"].shape[1]
     dec = sd["decoder_embed.weight"].shape[0]
     cfg = dict(
@@ -181,12 +173,8 @@ def infer_mage_config(sd: dict[str, torch.Tensor], overrides: dict | None = None
         mlp_ratio=sd["blocks.0.mlp.fc1.weight"].shape[0] / dim, use_rep="fake_latent" in sd)
     if cfg["use_rep"]:
         cfg["rep_dim"] = sd["fake_latent"].shape[1]
-    shapes = {k: cfg[k] for k in ("embed_dim", "depth", "decoder_embed_dim", "decoder_depth")}
-    named = _named(MAGE_CONFIGS, model, "args.model", "mage", shapes)
-    for key, width in (("num_heads", dim), ("decoder_num_heads", dec)):
-        cfg[key] = _heads("mage", key, width, overrides, named, model, "args.model", MAGE_CONFIGS)
-    cfg.update(overrides)
-    return MAGEConfig(**cfg).__dict__
+    widths = {"num_heads": dim, "decoder_num_heads": dec}
+    return MAGEConfig(**_with_heads(cfg, overrides, widths, "mage", MAGE_CONFIGS, model, "args.model")).__dict__
 
 
 # -------------------------------------------------------------------------------------------------- conversions
@@ -230,10 +218,9 @@ def _rdm(ckpt: dict[str, Any], config: dict, *, raw: str | None, ema: str, encod
     ``ema``, the encoder it was trained on under ``encoder``; the EMA bookkeeping and the schedule are left out."""
     sd = _state_dict(ckpt)
     denoiser = _part(sd, DENOISER)
-    rdm_cfg = infer_rdm_config(denoiser, config.get("rdm"))
     emb = sd["cond_stage_model.embedding.weight"]
-    rdm_cfg.update(n_classes=emb.shape[0], context_channels=emb.shape[1])
-    rdm_cfg.update(config.get("rdm") or {})
+    rdm_cfg = infer_rdm_config(denoiser, {"n_classes": emb.shape[0], "context_channels": emb.shape[1],
+                                          **(config.get("rdm") or {})})
     _check_schedule(sd, rdm_cfg)
     # the EMA names each denoiser parameter with its dots dropped
     ema_rules = {"model_ema." + ("diffusion_model." + name).replace(".", ""): ema + name for name in denoiser}

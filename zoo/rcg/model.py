@@ -1,9 +1,8 @@
 """RCG networks as plain ``nn.Module``s: the MoCo v3 representation encoder, the representation diffusion model
 (RDM: SimpleMLP + schedule + DDIM), the MaskGIT-style VQGAN tokenizer and the MAGE pixel generator.
 
-Parameter names follow the official checkpoints so conversion is a prefix rename. Every config is a
-``@dataclass`` built from a plain dict (the zoo's hyperparameters). See ``shared/specs/rcg.md`` for the
-behaviour reproduced here, including its quirks.
+Parameter names follow the official checkpoints so conversion is a prefix rename. See ``shared/specs/rcg.md`` for
+the behaviour reproduced here, including its quirks.
 """
 
 from __future__ import annotations
@@ -17,10 +16,10 @@ from typing import Any, Callable
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+from timm.layers import build_sincos2d_pos_embed
 from timm.models.vision_transformer import Attention, Block, VisionTransformer
-
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
+from torchvision.transforms.functional import normalize
 
 
 # ----------------------------------------------------------------------------------- MoCo v3 ViT representation encoder
@@ -49,18 +48,12 @@ def sincos_pos_embed_2d(grid_size: int, dim: int, temperature: float = 10000.0) 
     [sin(row w), cos(row w), sin(col w), cos(col w)] with w_k = temperature^(-k / (dim/4)). Built in float32."""
     if dim % 4:
         raise ValueError(f"embed_dim must be divisible by 4 for the 2D sin-cos position embedding, got {dim}")
-    quarter = dim // 4
-    omega = 1.0 / temperature ** (torch.arange(quarter, dtype=torch.float32) / quarter)
-    coords = torch.arange(grid_size, dtype=torch.float32)
-    rows, cols = torch.meshgrid(coords, coords, indexing="ij")
-    out_r = rows.flatten()[:, None] * omega[None]  # (grid^2, dim/4)
-    out_c = cols.flatten()[:, None] * omega[None]
-    table = torch.cat([out_r.sin(), out_r.cos(), out_c.sin(), out_c.cos()], dim=1)
+    table = build_sincos2d_pos_embed([grid_size, grid_size], dim, temperature, interleave_sin_cos=True)
     return torch.cat([torch.zeros(1, dim), table], dim=0)[None]
 
 
-def build_mlp(num_layers: int, in_dim: int, hidden_dim: int, out_dim: int, last_bn: bool = True) -> nn.Sequential:
-    """MoCo v3 MLP: (Linear no-bias, BN, ReLU) x (n-1), Linear no-bias, [BN without affine]."""
+def build_mlp(num_layers: int, in_dim: int, hidden_dim: int, out_dim: int) -> nn.Sequential:
+    """MoCo v3 MLP: (Linear no-bias, BN, ReLU) x (n-1), Linear no-bias, BN without affine."""
     layers: list[nn.Module] = []
     for i in range(num_layers):
         d_in = in_dim if i == 0 else hidden_dim
@@ -68,21 +61,14 @@ def build_mlp(num_layers: int, in_dim: int, hidden_dim: int, out_dim: int, last_
         layers.append(nn.Linear(d_in, d_out, bias=False))
         if i < num_layers - 1:
             layers += [nn.BatchNorm1d(d_out), nn.ReLU(inplace=True)]
-        elif last_bn:
+        else:
             layers.append(nn.BatchNorm1d(d_out, affine=False))
     return nn.Sequential(*layers)
 
 
-def standardize(rep: torch.Tensor) -> torch.Tensor:
-    """Per-sample standardisation over features: unbiased std, no epsilon (as the official code)."""
-    return (rep - rep.mean(dim=-1, keepdim=True)) / rep.std(dim=-1, keepdim=True)
-
-
 class MocoViT(VisionTransformer):
-    """timm's ViT with MoCo v3's fixed sin-cos position table and the 3-layer projector as ``head``.
-
-    ``forward(x)`` maps a preprocessed (B, 3, S, S) batch to the projector output; :meth:`represent` does the
-    whole RCG representation pipeline from [0, 1] images."""
+    """timm's ViT with MoCo v3's fixed sin-cos position table and the 3-layer projector as ``head``: ``forward`` maps
+    a preprocessed batch to the projector output, :meth:`represent` [0, 1] images to RCG's representation."""
 
     def __init__(self, config: EncoderConfig):
         c = config
@@ -106,9 +92,7 @@ class MocoViT(VisionTransformer):
         """[0, 1] images (B, 3, H, W) -> ImageNet-normalised, bicubic-resized to img_size (align_corners=False)."""
         if images.ndim != 4 or images.shape[1] != 3:
             raise ValueError(f"expected images of shape (B, 3, H, W) in [0, 1], got {tuple(images.shape)}")
-        mean = images.new_tensor(IMAGENET_MEAN).view(1, 3, 1, 1)
-        std = images.new_tensor(IMAGENET_STD).view(1, 3, 1, 1)
-        x = (images - mean) / std
+        x = normalize(images, IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD)
         size = self.config.img_size
         if x.shape[-2:] != (size, size):
             x = F.interpolate(x, size=(size, size), mode="bicubic", align_corners=False)
@@ -121,7 +105,8 @@ class MocoViT(VisionTransformer):
     @torch.no_grad()
     def represent(self, images: torch.Tensor) -> torch.Tensor:
         """[0, 1] images -> standardised representation (B, rep_dim); BatchNorm must be in eval mode."""
-        return standardize(self(self.preprocess(images)))
+        rep = self(self.preprocess(images))
+        return (rep - rep.mean(dim=-1, keepdim=True)) / rep.std(dim=-1, keepdim=True)  # unbiased std, no epsilon
 
 
 # -------------------------------- RDM: SimpleMLP denoiser, diffusion schedule, DDIM sampler (its EMA: zoo.training.EMA)
@@ -205,19 +190,12 @@ class DiffusionSchedule(nn.Module):
     The buffers are derived from the config, so they are not saved; they also stay float32 when the model is
     cast to half precision (bf16 cannot resolve 1 - alphas_cumprod near t = 0)."""
 
-    NAMES = ("betas", "alphas_cumprod", "alphas_cumprod_prev", "sqrt_alphas_cumprod",
-             "sqrt_one_minus_alphas_cumprod", "sqrt_recip_alphas_cumprod", "sqrt_recipm1_alphas_cumprod")
-
     def __init__(self, timesteps: int, linear_start: float, linear_end: float):
         super().__init__()
         self.timesteps, self.linear_start, self.linear_end = timesteps, linear_start, linear_end
-        for name in self.NAMES:
-            self.register_buffer(name, torch.empty(timesteps), persistent=False)
         self.reset_buffers(torch.get_default_device())
 
     def reset_buffers(self, device) -> None:
-        if torch.device(device).type == "meta":
-            return
         betas = torch.linspace(self.linear_start**0.5, self.linear_end**0.5, self.timesteps, dtype=torch.float64) ** 2
         ac = torch.cumprod(1.0 - betas, dim=0)
         ac_prev = torch.cat([torch.ones(1, dtype=torch.float64), ac[:-1]])
@@ -225,7 +203,7 @@ class DiffusionSchedule(nn.Module):
                       sqrt_one_minus_alphas_cumprod=(1 - ac).sqrt(), sqrt_recip_alphas_cumprod=(1 / ac).sqrt(),
                       sqrt_recipm1_alphas_cumprod=(1 / ac - 1).sqrt())
         for name, value in values.items():
-            setattr(self, name, value.to(device=device, dtype=torch.float32))
+            self.register_buffer(name, value.to(device=device, dtype=torch.float32), persistent=False)
 
     def _apply(self, fn, recurse=True):
         super()._apply(fn, recurse)
@@ -299,17 +277,15 @@ def ddim_parameters(alphas_cumprod: torch.Tensor, steps: torch.Tensor, eta: floa
 def ddim_sample(denoiser: SimpleMLP, schedule: DiffusionSchedule, x_T: torch.Tensor, context: torch.Tensor | None,
                 num_steps: int, eta: float = 1.0, generator: torch.Generator | None = None,
                 on_step: Callable[[], Any] | None = None) -> torch.Tensor:
-    """DDIM from x_T (B, C) with x0 predictions; float32 arithmetic whatever the weight dtype. ``on_step`` is called
-    after each of the ``len(ddim_timesteps(num_steps))`` steps (a progress bar's update)."""
+    """DDIM from x_T (B, C) with x0 predictions, in float32 whatever the weight dtype; ``on_step`` after each step."""
     steps = ddim_timesteps(num_steps, schedule.timesteps)
     alphas, alphas_prev, sigmas = ddim_parameters(schedule.alphas_cumprod, steps, eta)
     weight_dtype = denoiser.input_proj.weight.dtype
     if context is not None:
         context = context.to(weight_dtype)
     x = x_T.float()
-    b = x.shape[0]
     for i in range(len(steps) - 1, -1, -1):
-        t = torch.full((b,), int(steps[i]), dtype=torch.long, device=x.device)
+        t = torch.full((x.shape[0],), int(steps[i]), dtype=torch.long, device=x.device)
         x0_hat = denoiser(x.to(weight_dtype), t, context).float()
         eps = schedule.eps_from_x0(x, t, x0_hat)
         a_t, a_prev, sigma = alphas[i], alphas_prev[i], sigmas[i]  # float32 scalars, as the official sampler
@@ -366,16 +342,11 @@ def _mid(channels: int, dropout: float) -> nn.Sequential:
                                      block_2=VQResnetBlock(channels, channels, dropout)))
 
 
-def _upsample(channels: int) -> nn.Sequential:
-    return nn.Sequential(OrderedDict(resize=nn.Upsample(scale_factor=2.0, mode="nearest"),
-                                     conv=nn.Conv2d(channels, channels, 3, padding=1)))
-
-
 def _level(in_width: int, width: int, c: VQGANConfig) -> nn.Module:
     """One resolution level: ``block`` holds num_res_blocks residual blocks, the first from in_width to width."""
     level = nn.Module()
-    level.block = nn.ModuleList(VQResnetBlock(width if i else in_width, width, c.dropout)
-                                for i in range(c.num_res_blocks))
+    level.block = nn.Sequential(*(VQResnetBlock(width if i else in_width, width, c.dropout)
+                                  for i in range(c.num_res_blocks)))
     return level
 
 
@@ -385,7 +356,6 @@ class VQEncoder(nn.Module):
         self.conv_in = nn.Conv2d(c.in_channels, c.ch, 3, padding=1, bias=False)
         in_mult = (1, *c.ch_mult)
         self.down = nn.ModuleList(_level(c.ch * in_mult[level], c.ch * mult, c) for level, mult in enumerate(c.ch_mult))
-        self.num_levels = len(c.ch_mult)
         top = c.ch * c.ch_mult[-1]
         self.mid = _mid(top, c.dropout)
         self.norm_out = _group_norm(top)
@@ -394,12 +364,10 @@ class VQEncoder(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.conv_in(x)
         for level, level_module in enumerate(self.down):
-            for block in level_module.block:
-                h = block(h)
-            if level != self.num_levels - 1:
+            h = level_module.block(h)
+            if level != len(self.down) - 1:
                 h = F.avg_pool2d(h, 2, 2)
-        h = self.mid(h)
-        return self.conv_out(F.silu(self.norm_out(h)))
+        return self.conv_out(F.silu(self.norm_out(self.mid(h))))
 
 
 class VQDecoder(nn.Module):
@@ -413,7 +381,8 @@ class VQDecoder(nn.Module):
             up[level] = _level(width, c.ch * c.ch_mult[level], c)
             width = c.ch * c.ch_mult[level] if c.num_res_blocks else width
             if level != 0:
-                up[level].upsample = _upsample(width)
+                up[level].upsample = nn.Sequential(OrderedDict(resize=nn.Upsample(scale_factor=2.0, mode="nearest"),
+                                                               conv=nn.Conv2d(width, width, 3, padding=1)))
         self.up = nn.ModuleList(up)
         self.norm_out = _group_norm(width)
         self.conv_out = nn.Conv2d(width, c.out_ch, 3, padding=1)
@@ -421,8 +390,7 @@ class VQDecoder(nn.Module):
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         h = self.mid(self.conv_in(z))
         for level in reversed(range(len(self.up))):
-            for block in self.up[level].block:
-                h = block(h)
+            h = self.up[level].block(h)
             if level != 0:
                 h = self.up[level].upsample(h)
         return self.conv_out(F.silu(self.norm_out(h)))
@@ -617,12 +585,12 @@ class MAGE(nn.Module):
         if c.use_rep:
             self.latent_prior_proj = nn.Linear(c.rep_dim, c.embed_dim)
             self.fake_latent = nn.Parameter(torch.randn(1, c.rep_dim) * 0.02)
-        self.blocks = nn.ModuleList(_mage_block(c.embed_dim, c.num_heads, c) for _ in range(c.depth))
+        self.blocks = nn.Sequential(*(_mage_block(c.embed_dim, c.num_heads, c) for _ in range(c.depth)))
         self.norm = nn.LayerNorm(c.embed_dim, eps=1e-6)
         self.decoder_embed = nn.Linear(c.embed_dim, c.decoder_embed_dim)
         self.decoder_pos_embed_learned = nn.Parameter(torch.randn(1, seq_len, c.decoder_embed_dim) * 0.02)
-        self.decoder_blocks = nn.ModuleList(_mage_block(c.decoder_embed_dim, c.decoder_num_heads, c)
-                                            for _ in range(c.decoder_depth))
+        self.decoder_blocks = nn.Sequential(*(_mage_block(c.decoder_embed_dim, c.decoder_num_heads, c)
+                                              for _ in range(c.decoder_depth)))
         self.decoder_norm = nn.LayerNorm(c.decoder_embed_dim, eps=1e-6)
         self.mlm_layer = MlmLayer(c.decoder_embed_dim, c.embed_dim, c.vocab_size)
         self.apply(self._init_weights)
@@ -633,9 +601,6 @@ class MAGE(nn.Module):
             nn.init.xavier_uniform_(m.weight)
             if m.bias is not None:
                 nn.init.zeros_(m.bias)
-        elif isinstance(m, nn.LayerNorm):
-            nn.init.ones_(m.weight)
-            nn.init.zeros_(m.bias)
 
     # ---------------------------------------------------------------------------------------------------- forward
     def forward(self, codes: torch.Tensor, rep: torch.Tensor | None, drop_mask: torch.Tensor,
@@ -656,19 +621,14 @@ class MAGE(nn.Module):
         if c.use_rep:
             x = torch.cat([self.latent_prior_proj(rep.to(x.dtype))[:, None], x[:, 1:]], dim=1)
         kept = x[~drop_mask].reshape(B, -1, x.shape[-1])  # (B, 1+N-n_drop, D), order preserved
-        for block in self.blocks:
-            kept = block(kept)
-        kept = self.decoder_embed(self.norm(kept))  # (B, K, Dd)
+        kept = self.decoder_embed(self.norm(self.blocks(kept)))  # (B, K, Dd)
 
         # every dropped or masked position is padded with the slot-0 vector
         slot0 = kept[:, :1].expand(B, ids.shape[1], kept.shape[-1])
         h = slot0.clone()
         h[~drop_mask] = kept.reshape(-1, kept.shape[-1])
         h = torch.where(all_mask[..., None], slot0, h)
-        h = h + self.decoder_pos_embed_learned
-        for block in self.decoder_blocks:
-            h = block(h)
-        h = self.decoder_norm(h)
+        h = self.decoder_norm(self.decoder_blocks(h + self.decoder_pos_embed_learned))
         return self.mlm_layer(h, self.token_emb.word_embeddings.weight.detach())
 
     # --------------------------------------------------------------------------------------------------- training
@@ -708,13 +668,11 @@ class MAGE(nn.Module):
         """Iterative decoding -> token ids (B, N). rep (B, rep_dim) or None for the unconditional model.
         ``on_step`` is called after each of the ``num_iter`` iterations (a progress bar's update)."""
         c, n = self.config, self.config.num_tokens
+        device = self.decoder_pos_embed_learned.device if rep is None else rep.device
         if rep is not None:
             batch = rep.shape[0]
-            device = rep.device
-        else:
-            device = self.decoder_pos_embed_learned.device
-            if batch is None:
-                raise ValueError("without representations give the number of images: batch=n")
+        elif batch is None:
+            raise ValueError("without representations give the number of images: batch=n")
         if cfg > 0 and not c.use_rep:
             raise ValueError("classifier-free guidance needs a representation-conditioned MAGE (use_rep=True)")
         ids = torch.full((batch, n), c.mask_id, dtype=torch.long, device=device)

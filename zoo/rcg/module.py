@@ -1,6 +1,5 @@
 """LightningModules for the RCG stages: MoCo v3 pretraining, VQGAN tokenizer, RDM (with EMA), MAGE.
 
-Each stage is a :class:`~zoo.module.ZooModule`: plain-dict hyperparameters, rebuilt on the meta device on load.
 Stages that use frozen parts of an earlier stage (RDM and MAGE use the encoder, MAGE the tokenizer) take
 ``encoder_init`` / ``vqgan_init``: a zoo repo folder or catalog name whose ``encoder.*`` / ``vqgan.*`` weights are
 copied in when training starts (not when a saved stage is loaded: those weights are already in its file).
@@ -22,7 +21,7 @@ from zoo.io import load_state_dict
 from zoo.lightning_compat import attached_trainer
 from zoo.module import ZooModule, plain
 from zoo.rcg.model import (MAGE, RDM, VQGAN, EncoderConfig, MAGEConfig, MocoViT, PatchDiscriminator, RDMConfig,
-                           VQGANConfig, build_mlp, ddim_sample)
+                           VQGANConfig, build_mlp)
 from zoo.schedules import warmup_cosine
 from zoo.training import EMA, weight_decay_groups
 
@@ -31,11 +30,13 @@ __all__ = ["MocoV3Module", "VQGANModule", "RDMModule", "MAGEModule", "MAGETraini
 
 
 # ------------------------------------------------------------------------------------------------------- shared helpers
-def _schedule(optimizer, trainer, warmup_epochs: float) -> dict[str, Any]:
+def _adamw_warmup_cosine(stage: ZooModule, params, lr: float, **adamw) -> dict[str, Any]:
+    """AdamW with a per-step schedule: linear warm-up over the stage's ``warmup_epochs``, then cosine decay."""
+    trainer = stage.trainer
     total = max(1, int(trainer.estimated_stepping_batches))
     epochs = trainer.max_epochs if trainer.max_epochs and trainer.max_epochs > 0 else 1
-    warmup = int(round(warmup_epochs * total / epochs))
-    return warmup_cosine(optimizer, warmup, total)
+    warmup = int(round(stage.hparams.warmup_epochs * total / epochs))
+    return warmup_cosine(torch.optim.AdamW(params, lr=lr, **adamw), warmup, total)
 
 
 def _effective_batch(trainer, default: int) -> int:
@@ -46,10 +47,9 @@ def _effective_batch(trainer, default: int) -> int:
 
 
 def _images_and_labels(batch) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A batch of images (or representations) alone, or with labels: (images, labels) or (images,)."""
     if isinstance(batch, torch.Tensor):
         return batch, None
-    if isinstance(batch, dict):
-        return batch["image"], batch.get("label")
     return batch[0], (batch[1] if len(batch) > 1 else None)
 
 
@@ -58,8 +58,7 @@ def seeded_generator(device, seed: int | None) -> torch.Generator | None:
 
 
 def load_prefixed(module: nn.Module, name_or_path: str, prefix: str) -> None:
-    """Copy the ``prefix``-ed tensors of a zoo repo (a folder, catalog name or ``hf://owner/repo``, as ``zoo.load``
-    takes) into ``module`` (strict: all keys must match)."""
+    """Copy the ``prefix``-ed tensors of a zoo repo (any name ``zoo.load`` takes) into ``module``, strictly."""
     state = load_state_dict(resolve_repo(name_or_path))
     sub = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
     if not sub:
@@ -121,6 +120,11 @@ class _RCGStage(ZooModule):
         super().load_weights_(state)
         self._pretrained_loaded = True
 
+    def training_step(self, batch, batch_idx):
+        loss = self.batch_loss(batch)  # each stage's own loss
+        self.log("train/loss", loss, prog_bar=True)
+        return loss
+
     def setup(self, stage: str) -> None:
         """Training starts: copy in each frozen part that has a ``<part>_init`` hyperparameter."""
         if stage != "fit" or getattr(self, "_pretrained_loaded", False):
@@ -130,10 +134,9 @@ class _RCGStage(ZooModule):
                 continue
             source = self.hparams[f"{prefix}_init"]
             if source is None:
-                raise ValueError(
-                    f"{type(self).__name__} trains on a frozen pretrained {prefix}: set `{prefix}_init` to a zoo repo "
-                    f"folder or catalog name holding '{prefix}.*' weights (or load a saved stage with zoo.load)"
-                )
+                raise ValueError(f"{type(self).__name__} trains on a frozen pretrained {prefix}: set `{prefix}_init` "
+                                 f"to a zoo repo folder or catalog name holding '{prefix}.*' weights (or load a saved "
+                                 "stage with zoo.load)")
             load_prefixed(getattr(self, prefix), source, f"{prefix}.")
         self._pretrained_loaded = True
 
@@ -142,9 +145,8 @@ class _RCGStage(ZooModule):
 class MocoV3Module(_RCGStage):
     """MoCo v3 (ViT): base encoder + projector, momentum encoder, predictor; symmetric InfoNCE with temperature.
 
-    Batches are pairs of augmented views ``(view1, view2)`` of already normalised images (see
-    :class:`zoo.rcg.data.ImageDataModule` with ``stage="mocov3"``). The base encoder is RCG's representation
-    encoder; :meth:`encode` gives the standardised representation of [0, 1] images."""
+    Batches are pairs of augmented views of normalised images (:class:`zoo.rcg.data.ImageDataModule`,
+    ``stage="mocov3"``); the base encoder is RCG's representation encoder."""
 
     model_type = "rcg-mocov3"
 
@@ -153,12 +155,11 @@ class MocoV3Module(_RCGStage):
                  stop_grad_patch_embed: bool = True):
         super().__init__()
         self.save_hyperparameters()
-        cfg = dataclass_from_dict(EncoderConfig, encoder, "encoder")
-        self.encoder = MocoViT(cfg)
-        self.momentum_encoder = MocoViT(cfg)
+        self.encoder, self.momentum_encoder = network("encoder", encoder), network("encoder", encoder)
         self.momentum_encoder.load_state_dict(self.encoder.state_dict())
         self.momentum_encoder.requires_grad_(False)
-        self.predictor = build_mlp(2, cfg.rep_dim, predictor_hidden_dim, cfg.rep_dim)
+        rep_dim = self.encoder.config.rep_dim
+        self.predictor = build_mlp(2, rep_dim, predictor_hidden_dim, rep_dim)
         if stop_grad_patch_embed:  # MoCo v3's "random patch projection" trick for stability
             self.encoder.patch_embed.requires_grad_(False)
 
@@ -177,15 +178,13 @@ class MocoV3Module(_RCGStage):
         labels = torch.arange(q.shape[0], device=q.device) + offset
         return F.cross_entropy(logits, labels) * (2 * self.hparams.temperature)
 
-    def training_step(self, batch, batch_idx):
+    def batch_loss(self, batch) -> torch.Tensor:
         x1, x2 = batch[0]  # ([view1, view2], labels) from the two-crop transform
         q1, q2 = self.predictor(self.encoder(x1)), self.predictor(self.encoder(x2))
         with torch.no_grad():
             self._momentum_update()
             k1, k2 = self.momentum_encoder(x1), self.momentum_encoder(x2)
-        loss = self._contrastive(q1, k2) + self._contrastive(q2, k1)
-        self.log("train/loss", loss, prog_bar=True)
-        return loss
+        return self._contrastive(q1, k2) + self._contrastive(q2, k1)
 
     @torch.no_grad()
     def _momentum_update(self) -> None:
@@ -199,25 +198,23 @@ class MocoV3Module(_RCGStage):
     def configure_optimizers(self):
         lr = self.hparams.blr * _effective_batch(self.trainer, 256) / 256
         params = [p for n, p in self.named_parameters() if p.requires_grad and not n.startswith("momentum_encoder.")]
-        opt = torch.optim.AdamW(params, lr=lr, weight_decay=self.hparams.weight_decay)
-        return _schedule(opt, self.trainer, self.hparams.warmup_epochs)
+        return _adamw_warmup_cosine(self, params, lr, weight_decay=self.hparams.weight_decay)
 
 
 # ------------------------------------------------------------------------------------------------------ VQGAN tokenizer
 class VQGANModule(_RCGStage):
     """MaskGIT-style VQGAN trained with reconstruction (L1 + MSE) and codebook/commitment losses.
 
-    ``adversarial_weight`` > 0 adds the VQGAN adversarial loss from step ``adversarial_start`` on: a
-    :class:`~zoo.rcg.model.PatchDiscriminator` (saved as ``discriminator.*``) trained with the hinge loss, and a
-    generator term ``-D(reconstruction)`` scaled by ``adversarial_weight`` times the adaptive weight
-    ||grad rec|| / ||grad adv|| at the decoder's last layer (clamped to 1e4). Both are one loss with one
-    optimizer: the generator term sees the discriminator's weights detached and the discriminator sees the
-    reconstruction detached, so each part gets only its own gradient and ``global_step`` counts batches.
+    ``adversarial_weight`` > 0 adds, from step ``adversarial_start`` on, a hinge-loss
+    :class:`~zoo.rcg.model.PatchDiscriminator` (``discriminator.*``) and the generator term ``-D(reconstruction)``
+    times ``adversarial_weight`` and the adaptive weight ||grad rec|| / ||grad adv|| at the decoder's last layer
+    (clamped to 1e4). One loss, one optimizer: each part sees the other's weights or output detached, so it gets
+    only its own gradient and ``global_step`` counts batches.
 
-    ``restart_dead_codes_every`` > 0 (a training-only option; the official tokenizer trains without it): every
-    that many steps, each code that no token chose since the last restart is moved onto a random encoder output
-    of the current batch, and the first step initialises the whole codebook that way. Without it a small
-    codebook collapses onto a few dozen codes (36 of 256 on Fashion-MNIST), which blurs every image."""
+    ``restart_dead_codes_every`` > 0 (training only; the official tokenizer trains without it): every that many
+    steps, the codes no token chose since the last restart move onto random encoder outputs of the batch (at the
+    first step, the whole codebook). Without it a small codebook collapses onto a few dozen codes (36 of 256 on
+    Fashion-MNIST), which blurs every image."""
 
     model_type = "rcg-vqgan"
 
@@ -242,10 +239,6 @@ class VQGANModule(_RCGStage):
     @torch.no_grad()
     def encode(self, images: torch.Tensor) -> torch.Tensor:
         return self.vqgan.encode(images)
-
-    @torch.no_grad()
-    def decode(self, codes: torch.Tensor) -> torch.Tensor:
-        return self.vqgan.decode_codes(codes)
 
     @torch.no_grad()
     def _restart_dead_codes(self, z: torch.Tensor) -> int:
@@ -302,18 +295,16 @@ class VQGANModule(_RCGStage):
         self._step(batch, "val")
 
     def configure_optimizers(self):
-        opt = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, betas=tuple(self.hparams.betas),
-                                weight_decay=self.hparams.weight_decay)
-        return _schedule(opt, self.trainer, self.hparams.warmup_epochs)
+        return _adamw_warmup_cosine(self, self.parameters(), self.hparams.lr, betas=tuple(self.hparams.betas),
+                                    weight_decay=self.hparams.weight_decay)
 
 
 # ------------------------------------------------------------------------------------------------------------------ RDM
 class RDMModule(_RCGStage):
     """Representation diffusion model on a frozen encoder's standardised representations, with EMA weights.
 
-    Keys: ``rdm.*`` (raw weights), ``ema.shadow.*`` + ``ema.num_updates`` (EMA of the denoiser, used for
-    sampling), ``encoder.*`` (frozen MoCo v3 encoder; absent when ``encoder`` is None, then batches must carry
-    representations instead of images)."""
+    Keys: ``rdm.*`` (raw weights), ``ema.shadow.*`` + ``ema.num_updates`` (EMA of the denoiser, used for sampling),
+    ``encoder.*`` (frozen MoCo v3 encoder; absent when ``encoder`` is None: batches then carry representations)."""
 
     model_type = "rcg-rdm"
     _frozen = ("encoder",)
@@ -337,32 +328,14 @@ class RDMModule(_RCGStage):
             labels = self.rdm.default_labels(data.shape[0], data.device)
         return data, labels
 
-    def training_step(self, batch, batch_idx):
-        x0, labels = self.representations(batch)
-        loss = self.rdm.loss(x0, labels)
-        self.log("train/loss", loss, prog_bar=True)
-        return loss
+    def batch_loss(self, batch) -> torch.Tensor:
+        return self.rdm.loss(*self.representations(batch))
 
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
         self.ema.update(self.rdm.denoiser)
 
     def validation_step(self, batch, batch_idx):
-        x0, labels = self.representations(batch)
-        self.log("val/loss", self.rdm.loss(x0, labels))
-
-    @torch.no_grad()
-    def sample(self, n: int, *, steps: int = 250, eta: float = 1.0, labels: torch.Tensor | None = None,
-               seed: int | None = 0, use_ema: bool = True) -> torch.Tensor:
-        """Generate n representations (n, C) with DDIM (EMA weights by default)."""
-        device = self.rdm.class_embed.weight.device
-        generator = seeded_generator(device, seed)
-        if labels is None:
-            labels = self.rdm.default_labels(n, device)
-        x_T = torch.randn(n, self.rdm.config.in_channels, device=device, generator=generator)
-        denoiser = self.ema.shadow if use_ema else self.rdm.denoiser
-        with eval_mode(self):
-            return ddim_sample(denoiser, self.rdm.schedule, x_T, self.rdm.context(labels.to(device)), steps, eta,
-                               generator)
+        self.log("val/loss", self.batch_loss(batch))
 
     def configure_optimizers(self):
         lr = self.hparams.blr * _effective_batch(self.trainer, 128)  # not divided by 256 (official)
@@ -381,11 +354,18 @@ def mage_targets(mage: MAGE, vqgan: VQGAN, encoder: MocoViT | None, images: torc
 
 
 class MAGETraining(_RCGStage):
-    """Training of the pixel generator (MAGEModule; RCGPipeline fine-tuning) over its frozen VQGAN and encoder."""
+    """The pixel generator's training over its frozen VQGAN and encoder, and token decoding (MAGEModule, pipeline)."""
 
-    def mage_loss(self, batch) -> torch.Tensor:
-        """Tokens from the frozen VQGAN, reps from the frozen encoder (dropped to the fake latent with probability
-        rep_drop_prob), random drop/mask, label-smoothed CE over masked tokens."""
+    def _model_device(self) -> torch.device:
+        return self.mage.decoder_pos_embed_learned.device
+
+    @torch.no_grad()
+    def decode_tokens(self, codes: torch.Tensor) -> torch.Tensor:
+        """VQGAN ids (B, N) -> images (B, 3, H, W) clamped to [0, 1], float32."""
+        return self.vqgan.decode_codes(codes).float().clamp(0, 1)
+
+    def batch_loss(self, batch) -> torch.Tensor:
+        """Label-smoothed CE over masked tokens, given the frozen encoder's reps (some replaced by the fake latent)."""
         images, _ = _images_and_labels(batch)
         codes, rep = mage_targets(self.mage, self.vqgan, self.encoder, images)
         if rep is not None:
@@ -393,17 +373,11 @@ class MAGETraining(_RCGStage):
         drop_mask, all_mask = self.mage.sample_masks(codes.shape[0], codes.device)
         return self.mage.loss(codes, self.mage(codes, rep, drop_mask, all_mask), all_mask)
 
-    def training_step(self, batch, batch_idx):
-        loss = self.mage_loss(batch)
-        self.log("train/loss", loss, prog_bar=True)
-        return loss
-
     def configure_optimizers(self):
         """AdamW over the MAGE weights (no decay on norms and biases) at blr x effective batch / 256, warmup-cosine."""
         lr = self.hparams.blr * _effective_batch(self.trainer, 4096) / 256
         betas = tuple(self.hparams.get("betas", (0.9, 0.95)))
-        opt = torch.optim.AdamW(weight_decay_groups(self.mage, self.hparams.weight_decay), lr=lr, betas=betas)
-        return _schedule(opt, self.trainer, self.hparams.warmup_epochs)
+        return _adamw_warmup_cosine(self, weight_decay_groups(self.mage, self.hparams.weight_decay), lr, betas=betas)
 
 
 class MAGEModule(MAGETraining):
@@ -431,32 +405,18 @@ class MAGEModule(MAGETraining):
         self._freeze()
 
     def validation_step(self, batch, batch_idx):
-        self.log("val/loss", self.mage_loss(batch))
+        self.log("val/loss", self.batch_loss(batch))
 
     @torch.no_grad()
     def sample(self, n: int, *, steps: int = 20, temperature: float = 6.0, seed: int | None = 0,
                batch_size: int | None = None, **unused_rcg_options) -> torch.Tensor:
         """n images without representations: the unconditional baseline (``use_rep=False``), or a conditioned
         MAGE's fake-latent branch. Same signature as the RCG pipeline's ``sample`` (RDM/CFG options ignored)."""
-        device = self.mage.decoder_pos_embed_learned.device
-        generator = seeded_generator(device, seed)
+        generator = seeded_generator(self._model_device(), seed)
         out = []
         with eval_mode(self):
             for start in range(0, n, batch_size or n):
                 b = min(batch_size or n, n - start)
                 rep = self.mage.fake_latent.expand(b, -1) if self.mage.config.use_rep else None
-                codes = self.mage.generate(rep, steps, temperature, 0.0, generator, batch=b)
-                out.append(self.vqgan.decode_codes(codes).float().clamp(0, 1))
+                out.append(self.decode_tokens(self.mage.generate(rep, steps, temperature, 0.0, generator, batch=b)))
         return torch.cat(out)
-
-    @torch.no_grad()
-    def generate(self, rep: torch.Tensor | None = None, *, n: int | None = None, steps: int = 20,
-                 temperature: float = 6.0, cfg: float = 0.0, seed: int | None = 0) -> torch.Tensor:
-        """Images in [0, 1] from representations (or, for the unconditional baseline, from nothing)."""
-        device = self.mage.decoder_pos_embed_learned.device
-        generator = seeded_generator(device, seed)
-        if rep is not None:
-            rep = rep.to(device=device, dtype=self.mage.decoder_pos_embed_learned.dtype)
-        with eval_mode(self):
-            codes = self.mage.generate(rep, steps, temperature, cfg, generator, batch=n)
-            return self.vqgan.decode_codes(codes).float().clamp(0, 1)

@@ -61,8 +61,7 @@ class RCGPipeline(MAGETraining):
 
     @classmethod
     def from_stages(cls, rdm, mage, *, sampling: dict | None = None) -> "RCGPipeline":
-        """Assemble a pipeline from trained stages: an ``RDMModule`` (its EMA weights) and a ``MAGEModule``
-        (its encoder, tokenizer and generator)."""
+        """A pipeline of trained stages: an RDMModule's EMA weights, a MAGEModule's encoder, tokenizer and generator."""
         if mage.encoder is None:
             raise ValueError("the MAGE stage is unconditional (no encoder); RCG needs a representation-conditioned one")
         grid = math.isqrt(mage.mage.config.num_tokens)
@@ -87,9 +86,6 @@ class RCGPipeline(MAGETraining):
     def is_class_conditional(self) -> bool:
         return self.rdm.config.use_context
 
-    def _model_device(self) -> torch.device:
-        return self.mage.decoder_pos_embed_learned.device
-
     def _check_images(self, images: torch.Tensor) -> torch.Tensor:
         if images.ndim != 4 or images.shape[1] != 3:
             raise ValueError(f"images must be (B, 3, H, W) floats in [0, 1], got shape {tuple(images.shape)}")
@@ -107,9 +103,8 @@ class RCGPipeline(MAGETraining):
     @torch.no_grad()
     def sample_representations(self, n: int, *, rdm_steps: int | None = None, eta: float | None = None,
                                labels: torch.Tensor | None = None, generator: torch.Generator | None = None,
-                               progress: bool = False, on_step: Callable[[], Any] | None = None) -> torch.Tensor:
-        """n representations from the RDM (DDIM with its EMA weights), float32 (n, rep_dim). ``progress`` shows a bar
-        over the DDIM steps; ``on_step`` is called after each instead (the caller's own bar)."""
+                               on_step: Callable[[], Any] | None = None) -> torch.Tensor:
+        """n representations (n, rep_dim), float32, by DDIM with the RDM's EMA weights; ``on_step`` after each step."""
         d = self.sampling_defaults
         device = self._model_device()
         if labels is None:
@@ -119,20 +114,15 @@ class RCGPipeline(MAGETraining):
         if labels.shape != (n,) or labels.min() < 0 or labels.max() >= self.rdm.config.n_classes:
             raise ValueError(f"labels must be {n} class ids in [0, {self.rdm.config.n_classes})")
         x_T = torch.randn(n, self.rdm.config.in_channels, device=device, generator=generator)
-        rdm_steps = d["rdm_steps"] if rdm_steps is None else rdm_steps
-        with tqdm(total=self._rdm_step_count(rdm_steps), desc="RDM (DDIM)", unit="step", disable=not progress) as bar:
-            return ddim_sample(self.rdm.denoiser, self.rdm.schedule, x_T, self.rdm.context(labels), rdm_steps,
-                               d["eta"] if eta is None else eta, generator, on_step=bar.update if progress else on_step)
-
-    def _rdm_step_count(self, rdm_steps: int) -> int:
-        return len(ddim_timesteps(rdm_steps, self.rdm.schedule.timesteps))
+        return ddim_sample(self.rdm.denoiser, self.rdm.schedule, x_T, self.rdm.context(labels),
+                           d["rdm_steps"] if rdm_steps is None else rdm_steps, d["eta"] if eta is None else eta,
+                           generator, on_step=on_step)
 
     @torch.no_grad()
     def generate_tokens(self, rep: torch.Tensor, *, cfg: float | None = None, steps: int | None = None,
                         temperature: float | None = None, generator: torch.Generator | None = None,
                         on_step: Callable[[], Any] | None = None) -> torch.Tensor:
-        """MAGE iterative decoding conditioned on rep (B, rep_dim) -> VQGAN ids (B, N); ``on_step`` is called after
-        each iteration."""
+        """MAGE iterative decoding conditioned on rep (B, rep_dim) -> VQGAN ids (B, N); ``on_step`` after each step."""
         d = self.sampling_defaults
         rep = rep.to(device=self._model_device(), dtype=self.mage.decoder_pos_embed_learned.dtype)
         steps = d["steps"] if steps is None else steps
@@ -140,11 +130,6 @@ class RCGPipeline(MAGETraining):
             raise ValueError(f"steps (MAGE iterations) must be at least 1, got {steps}")
         return self.mage.generate(rep, steps, d["temperature"] if temperature is None else temperature,
                                   d["cfg"] if cfg is None else cfg, generator, on_step=on_step)
-
-    @torch.no_grad()
-    def decode_tokens(self, codes: torch.Tensor) -> torch.Tensor:
-        """VQGAN ids (B, N) -> images (B, 3, H, W) clamped to [0, 1], float32."""
-        return self.vqgan.decode_codes(codes).float().clamp(0, 1)
 
     # ------------------------------------------------------------------------------------------------- task API
     @torch.no_grad()
@@ -165,13 +150,11 @@ class RCGPipeline(MAGETraining):
         batch_size = batch_size or n
         generator = seeded_generator(self._model_device(), seed)
         clock = timings if timings is not None else {}
-        for stage in ("rdm", "mage", "vqgan"):
-            clock.setdefault(stage, 0.0)
         batches = range(0, n, batch_size)
         d = self.sampling_defaults
         # one bar over every RDM step and MAGE iteration: a batch takes minutes on a CPU, so a per-batch bar stalls
-        per_batch = (self._rdm_step_count(d["rdm_steps"] if rdm_steps is None else rdm_steps)
-                     + (d["steps"] if steps is None else steps))
+        ddim_steps = ddim_timesteps(d["rdm_steps"] if rdm_steps is None else rdm_steps, self.rdm.schedule.timesteps)
+        per_batch = len(ddim_steps) + (d["steps"] if steps is None else steps)
         out = []
         with tqdm(total=len(batches) * per_batch, desc="RCG sampling", unit="step", disable=not progress) as bar, \
                 eval_mode(self):
@@ -188,9 +171,8 @@ class RCGPipeline(MAGETraining):
                                              on_step=bar.update)
                 t2 = time.perf_counter()
                 out.append(self.decode_tokens(codes))
-                clock["rdm"] += t1 - t0
-                clock["mage"] += t2 - t1
-                clock["vqgan"] += time.perf_counter() - t2
+                for stage, seconds in (("rdm", t1 - t0), ("mage", t2 - t1), ("vqgan", time.perf_counter() - t2)):
+                    clock[stage] = clock.get(stage, 0.0) + seconds
         return torch.cat(out)
 
     @torch.no_grad()
