@@ -153,33 +153,30 @@ def g2_test_molecules() -> list[str]:
 
 def build_system(kind: str, name: str, seed: int = 0):
     """The starting structure of a job (molecules unrelaxed, slabs periodic with 7 Å of vacuum)."""
-    if kind == "g2":
-        from ase.collections import g2
+    if kind == "emt":
+        if name not in SLABS:
+            raise ValueError(f"unknown slab {name!r}; choose from {sorted(SLABS)}")
+        from ase.build import add_adsorbate, fcc100, fcc111, molecule
+        from ase.constraints import FixAtoms
 
-        atoms = g2[name]
+        metal, facet, adsorbate, site = SLABS[name]
+        slab = {"fcc111": fcc111, "fcc100": fcc100}[facet](metal, (3, 3, 4), vacuum=7.0, periodic=True)
+        ads = molecule(adsorbate) if len(adsorbate) > 1 else adsorbate
+        add_adsorbate(slab, ads, 1.5 if adsorbate != "H" else 1.0, site)
+        slab.constraints = [FixAtoms(indices=[a.index for a in slab if a.tag == 4])]  # the bottom layer
+        slab.center(vacuum=7.0, axis=2)
+        slab.info.pop("adsorbate_info", None)  # not extxyz-serialisable
+        return slab
+    if kind == "g2":
+        atoms = _molecule(name)
         atoms.set_initial_magnetic_moments(None)
-        atoms.center()
-        return atoms
-    if kind == "xtb":
-        if name not in MOLECULES:
-            raise ValueError(f"unknown molecule {name!r}; choose from {sorted(MOLECULES)}")
+    elif name in MOLECULES:
         builder, arg = MOLECULES[name]
         atoms = builder(*arg) if isinstance(arg, tuple) else (builder(arg, seed) if builder is _water_cluster else builder(arg))
-        atoms.center()
-        return atoms
-    if name not in SLABS:
-        raise ValueError(f"unknown slab {name!r}; choose from {sorted(SLABS)}")
-    from ase.build import add_adsorbate, fcc100, fcc111, molecule
-    from ase.constraints import FixAtoms
-
-    metal, facet, adsorbate, site = SLABS[name]
-    slab = {"fcc111": fcc111, "fcc100": fcc100}[facet](metal, (3, 3, 4), vacuum=7.0, periodic=True)
-    ads = molecule(adsorbate) if len(adsorbate) > 1 else adsorbate
-    add_adsorbate(slab, ads, 1.5 if adsorbate != "H" else 1.0, site)
-    slab.constraints = [FixAtoms(indices=[a.index for a in slab if a.tag == 4])]  # the bottom layer
-    slab.center(vacuum=7.0, axis=2)
-    slab.info.pop("adsorbate_info", None)  # not extxyz-serialisable
-    return slab
+    else:
+        raise ValueError(f"unknown molecule {name!r}; choose from {sorted(MOLECULES)}")
+    atoms.center()
+    return atoms
 
 
 # ============================================================================= QM9, pairs, bulk metals
@@ -452,12 +449,19 @@ class DataPlan:
                          self.slab_frames, stride or 10, self.segment_frames)
 
 
+XTB_KINDS = ("xtb", "qm9", "pair", "g2")  # the job kinds GFN2-xTB labels; EMT labels the others
+
+
 def _segments_done(out: Path, job: Job) -> list[Path]:
     return sorted((out / job.folder).glob("seg_*.extxyz"))[: job.n_segments]
 
 
+def _frames_done(out: Path, jobs: list[Job]) -> int:
+    return sum(min(len(_segments_done(out, j)) * j.segment_frames, j.n_frames) for j in jobs)
+
+
 def _calculator(kind: str):
-    if kind in ("xtb", "qm9", "pair", "g2"):
+    if kind in XTB_KINDS:
         try:
             from tblite.ase import TBLite
         except ImportError:
@@ -628,12 +632,12 @@ def make_data(out: str | os.PathLike, jobs: list[Job], workers: int = 1) -> dict
     from tqdm import tqdm
 
     out = Path(out)
-    labels = {**dict.fromkeys(("xtb", "qm9", "pair", "g2"), "GFN2-xTB (tblite)"), "emt": "ASE EMT", "bulk": "ASE EMT"}
+    labels = {**dict.fromkeys(XTB_KINDS, "GFN2-xTB (tblite)"), "emt": "ASE EMT", "bulk": "ASE EMT"}
     manifest = {"jobs": [asdict(j) for j in jobs], "labels": labels}
     write_text_atomic(out / "manifest.json", json.dumps(manifest, indent=1))
 
     total = sum(j.n_frames for j in jobs)
-    already = sum(min(len(_segments_done(out, j)) * j.segment_frames, j.n_frames) for j in jobs)
+    already = _frames_done(out, jobs)
     todo = [j for j in jobs if len(_segments_done(out, j)) < j.n_segments]
     ctx = mp.get_context("spawn")
     with ctx.Manager() as manager, tqdm(total=total, initial=already, unit="frame", desc="make-data") as bar:
@@ -654,5 +658,4 @@ def make_data(out: str | os.PathLike, jobs: list[Job], workers: int = 1) -> dict
         finally:  # also when a job stops the run: the reader must not outlive the manager it reads from
             queue.put(None)
             reader.join()
-    frames = sum(min(len(_segments_done(out, j)) * j.segment_frames, j.n_frames) for j in jobs)
-    return {"frames": frames, "total": total, "errors": {folder: err for folder, _, err in results if err}}
+    return {"frames": _frames_done(out, jobs), "total": total, "errors": {f: err for f, _, err in results if err}}
