@@ -22,7 +22,7 @@ from zoo.module import ZooModule
 from zoo.schedules import warmup_cosine
 from zoo.training import weight_decay_groups
 
-__all__ = ["EScAIPModule", "TargetScaling", "default_heads", "validate_inputs", "chemical_symbol"]
+__all__ = ["EScAIPModule", "TargetScaling", "default_heads", "chemical_symbol"]
 
 
 def default_heads(backbone: dict[str, Any]) -> dict[str, dict[str, str]]:
@@ -86,33 +86,6 @@ class TargetScaling(nn.Module):
             self.fitted.fill_(True)
 
 
-def validate_inputs(batch: dict[str, Tensor], scaling: TargetScaling, max_num_elements: int) -> None:
-    """One clear error for inputs the potential cannot evaluate."""
-    natoms = batch["natoms"]
-    if len(natoms) == 0 or int(natoms.sum()) == 0:
-        raise ValueError("empty input: there are no atoms to evaluate")
-    if (natoms <= 0).any():
-        g = int(torch.nonzero(natoms <= 0)[0])
-        raise ValueError(f"system {g} has no atoms; remove empty systems from the batch")
-    pos, cell = batch["pos"], batch["cell"]
-    if not torch.isfinite(pos).all():
-        i = int(torch.nonzero(~torch.isfinite(pos).all(1))[0])
-        raise ValueError(f"atom {i} has a non-finite position (NaN or inf); check the structure's coordinates")
-    if not torch.isfinite(cell).all():
-        raise ValueError("the cell holds NaN or inf; give a finite 3x3 cell")
-    z = batch["atomic_numbers"]
-    bad = (z < 1) | (z >= max_num_elements)
-    if bad.any():
-        zi = int(z[bad][0])
-        raise ValueError(f"atomic number {zi} is outside this model's element range 1..{max_num_elements - 1}")
-    unsupported = ~scaling.supported_elements.to(z.device)[z]
-    if unsupported.any():
-        missing = sorted({int(v) for v in z[unsupported]})
-        known = [chemical_symbol(int(v)) for v in torch.nonzero(scaling.supported_elements).flatten()]
-        raise ValueError(f"element(s) {', '.join(chemical_symbol(v) for v in missing)} were not in this model's "
-                         f"training data; it supports {', '.join(known)}")
-
-
 class EScAIPModule(ZooModule):
     """EScAIP potential. ``backbone``: fairchem ``EScAIPBackbone`` kwargs (or a preset name in ``CONFIGS`` plus
     overrides via ``backbone={"preset": "small", ...}``); ``heads``: fairchem head specs (default per backbone).
@@ -139,7 +112,6 @@ class EScAIPModule(ZooModule):
         self.save_hyperparameters()  # reads the resolved `backbone` and `heads` above
         self.model = EScAIP(backbone, heads)
         self.scaling = TargetScaling(self.model.cfg.max_num_elements)
-        self._metrics_built = False
 
     @property
     def cfg(self) -> EScAIPConfig:
@@ -147,8 +119,30 @@ class EScAIPModule(ZooModule):
 
     # ------------------------------------------------------------------ inference
     def check_inputs(self, batch: dict[str, Tensor]) -> None:
-        """One clear error for inputs this potential cannot evaluate (:func:`validate_inputs`)."""
-        validate_inputs(batch, self.scaling, self.cfg.max_num_elements)
+        """One clear error for inputs this potential cannot evaluate."""
+        natoms = batch["natoms"]
+        if len(natoms) == 0 or int(natoms.sum()) == 0:
+            raise ValueError("empty input: there are no atoms to evaluate")
+        if (natoms <= 0).any():
+            g = int(torch.nonzero(natoms <= 0)[0])
+            raise ValueError(f"system {g} has no atoms; remove empty systems from the batch")
+        pos, cell = batch["pos"], batch["cell"]
+        if not torch.isfinite(pos).all():
+            i = int(torch.nonzero(~torch.isfinite(pos).all(1))[0])
+            raise ValueError(f"atom {i} has a non-finite position (NaN or inf); check the structure's coordinates")
+        if not torch.isfinite(cell).all():
+            raise ValueError("the cell holds NaN or inf; give a finite 3x3 cell")
+        z = batch["atomic_numbers"]
+        bad = (z < 1) | (z >= self.cfg.max_num_elements)
+        if bad.any():
+            zi, top = int(z[bad][0]), self.cfg.max_num_elements - 1
+            raise ValueError(f"atomic number {zi} is outside this model's element range 1..{top}")
+        unsupported = ~self.scaling.supported_elements.to(z.device)[z]
+        if unsupported.any():
+            missing = sorted({int(v) for v in z[unsupported]})
+            known = [chemical_symbol(int(v)) for v in torch.nonzero(self.scaling.supported_elements).flatten()]
+            raise ValueError(f"element(s) {', '.join(chemical_symbol(v) for v in missing)} were not in this model's "
+                             f"training data; it supports {', '.join(known)}")
 
     def predict(self, batch: dict[str, Tensor], *, stress: bool | None = None) -> dict[str, Tensor]:
         """Physical predictions (detached): energy (G,) float64 in eV, forces (N, 3) eV/Å, stress (G, 3, 3) eV/Å^3."""
@@ -215,15 +209,11 @@ class EScAIPModule(ZooModule):
         if stage == "fit" and self.hparams.fit_references and not bool(self.scaling.fitted):
             target_scaling = getattr(self.trainer.datamodule, "target_scaling", None)
             if target_scaling is None:
-                raise ValueError(
-                    "fit_references=True needs a datamodule that fits element references and normalisation on its "
-                    "training set (zoo.escaip.data.EScAIPDataModule.target_scaling); pass fit_references=False to "
-                    "train without")
+                raise ValueError("fit_references=True needs a datamodule that fits element references and "
+                                 "normalisation on its training set (zoo.escaip.data.EScAIPDataModule.target_scaling); "
+                                 "pass fit_references=False to train without")
             self.scaling.set_(**target_scaling(self.cfg.max_num_elements))
-        self._build_metrics()
-
-    def _build_metrics(self) -> None:
-        if self._metrics_built:
+        if hasattr(self, "val_force_cos"):  # the metrics of an earlier stage's setup
             return
         import torchmetrics
 
@@ -233,7 +223,6 @@ class EScAIPModule(ZooModule):
             # the mean per-atom cosine as a running mean: CosineSimilarity keeps every force of the epoch, and its
             # step cost grows with them (40 ms a step after 3,000 steps)
             setattr(self, f"{split}_force_cos", torchmetrics.MeanMetric())
-        self._metrics_built = True
 
     def _normalised_targets(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
         s = self.scaling
@@ -265,7 +254,6 @@ class EScAIPModule(ZooModule):
         logs[f"{split}/loss"] = loss
 
         phys = self._to_physical({k: v.detach() for k, v in raw.items()}, batch)
-        n_sys = len(natoms)
         energy_mae = getattr(self, f"{split}_energy_mae")
         energy_mae(phys["energy"] / natoms, batch["energy"].double() / natoms)
         logs[f"{split}/energy_mae_per_atom"] = energy_mae
@@ -276,7 +264,7 @@ class EScAIPModule(ZooModule):
             force_cos(torch.nn.functional.cosine_similarity(pred, true, dim=-1))
             logs[f"{split}/force_mae"] = force_mae
             logs[f"{split}/force_cos"] = force_cos
-        self.log_dict(logs, batch_size=n_sys, on_step=split == "train", on_epoch=True,
+        self.log_dict(logs, batch_size=len(natoms), on_step=split == "train", on_epoch=True,
                       prog_bar=split == "val", sync_dist=split == "val")
         return loss
 
