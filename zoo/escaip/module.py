@@ -74,14 +74,12 @@ class TargetScaling(nn.Module):
         system = torch.repeat_interleave(torch.arange(len(natoms), device=natoms.device), natoms)
         return refs.new_zeros(len(natoms)).index_add(0, system, refs)
 
-    def set_(self, *, element_references=None, energy_mean=None, energy_rmsd=None, forces_rmsd=None,
-             stress_rmsd=None, supported_elements=None) -> None:
+    def set_(self, **values) -> None:
+        """Set the buffers named (``energy_rmsd=...``; None keeps one) and mark the constants fitted."""
         with torch.no_grad():
-            for name, value in dict(element_references=element_references, energy_mean=energy_mean,
-                                    energy_rmsd=energy_rmsd, forces_rmsd=forces_rmsd, stress_rmsd=stress_rmsd,
-                                    supported_elements=supported_elements).items():
+            for name, value in values.items():
                 if value is not None:
-                    buf = getattr(self, name)
+                    buf = self.get_buffer(name)
                     buf.copy_(torch.as_tensor(np.asarray(value), dtype=buf.dtype, device=buf.device))
             self.fitted.fill_(True)
 
