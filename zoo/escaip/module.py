@@ -16,6 +16,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
+from zoo.escaip.graph import batch_index
 from zoo.escaip.model import CONFIGS, EScAIP, EScAIPConfig
 from zoo.lightning_compat import EMA_CHECKPOINT_KEY, EMAWeights
 from zoo.module import ZooModule
@@ -71,8 +72,7 @@ class TargetScaling(nn.Module):
     def reference_energy(self, atomic_numbers: Tensor, natoms: Tensor) -> Tensor:
         """The element references summed per system: (G,) float64."""
         refs = self.element_references[atomic_numbers]
-        system = torch.repeat_interleave(torch.arange(len(natoms), device=natoms.device), natoms)
-        return refs.new_zeros(len(natoms)).index_add(0, system, refs)
+        return refs.new_zeros(len(natoms)).index_add(0, batch_index(natoms), refs)
 
     def set_(self, **values) -> None:
         """Set the buffers named (``energy_rmsd=...``; None keeps one) and mark the constants fitted."""
