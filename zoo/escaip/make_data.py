@@ -496,28 +496,25 @@ def _langevin(atoms, job: Job, rng: np.random.Generator):
                     friction=0.01 / units.fs, fixcm=False, rng=rng)
 
 
-def _md_segments(job: Job, folder: Path, done: list[Path]):
-    """Yield (segment, frames) of a named system's trajectory, continuing after the written segments."""
+def _md_segments(job: Job, out: str, first_seg: int):
+    """Yield (segment, frames) of a named system's trajectory from segment ``first_seg`` on."""
     import ase.io
     from ase.md.velocitydistribution import Stationary, ZeroRotation, thermalize_momenta
     from ase.optimize import BFGS
 
-    def resume_from(segment: Path) -> None:
-        last = ase.io.read(str(segment), index=-1)
-        atoms.positions = last.positions
-        atoms.set_momenta(last.get_momenta())
-
     atoms = build_system(job.kind, job.name, job.seed)
     atoms.calc = _calculator(job.kind)
-    if done:
-        resume_from(done[-1])
-    else:
+    if first_seg == 0:
         BFGS(atoms, logfile=None).run(fmax=0.1, steps=200)
         thermalize_momenta(atoms, temperature_K=job.temperature, rng=np.random.default_rng(job.seed))
         Stationary(atoms)
         if job.kind != "emt":
             ZeroRotation(atoms)
-    for seg in range(len(done), job.n_segments):
+    for seg in range(first_seg, job.n_segments):
+        if seg:  # on from the segment before as written: a resumed run is an uninterrupted one
+            last = ase.io.read(str(Path(out) / job.folder / f"seg_{seg - 1:05d}.extxyz"), index=-1)
+            atoms.positions = last.positions
+            atoms.set_momenta(last.get_momenta())
         # a fresh, seeded thermostat per segment keeps resumed runs reproducible
         dyn = _langevin(atoms, job, np.random.default_rng([job.seed, seg, int(job.temperature)]))
         frames = []
@@ -526,7 +523,6 @@ def _md_segments(job: Job, folder: Path, done: list[Path]):
             frames.append(_labelled(atoms, system=job.name, temperature=job.temperature, seed=job.seed,
                                     step=(seg * job.segment_frames + k + 1) * job.stride))
         yield seg, frames
-        resume_from(folder / f"seg_{seg:05d}.extxyz")  # the state as written: a resumed run is an uninterrupted one
 
 
 def _qm9_frames(job: Job, molecule: dict) -> list:
@@ -583,6 +579,7 @@ def _bulk_frames(job: Job, seg: int) -> list:
 
 
 def _block_segments(job: Job, out: str, first_seg: int):
+    """Yield (segment, frames) of a block from segment ``first_seg`` on: one molecule, one pair or bulk cells each."""
     if job.kind == "bulk":
         for seg in range(first_seg, job.n_segments):
             yield seg, _bulk_frames(job, seg)
@@ -602,10 +599,9 @@ def run_job(job: Job, out: str, progress=None) -> int:
     done = _segments_done(Path(out), job)
     if len(done) >= job.n_segments:
         return 0
-    segments = (_md_segments(job, folder, done) if job.kind in ("xtb", "emt", "g2")
-                else _block_segments(job, str(out), len(done)))
+    segments = _md_segments if job.kind in ("xtb", "emt", "g2") else _block_segments
     written = 0
-    for seg, frames in segments:
+    for seg, frames in segments(job, str(out), len(done)):
         with atomic_path(folder / f"seg_{seg:05d}.extxyz") as tmp:
             ase.io.write(str(tmp), frames, format="extxyz")
         written += len(frames)
