@@ -146,8 +146,8 @@ def pack_by_atoms(order: Iterable[int], atom_counts: Sequence[int], max_atoms: i
 
 
 class AtomCountBatchSampler(ResumableBatchSampler):
-    """Batches holding at most ``max_atoms`` atoms each (a larger structure gets a batch of its own), in a
-    seeded order per epoch; DDP dealing and resuming mid-epoch as :class:`~zoo.training.ResumableBatchSampler`.
+    """Batches of at most ``max_atoms`` atoms (:func:`pack_by_atoms`) in a seeded order per epoch; DDP dealing and
+    resuming mid-epoch as :class:`~zoo.training.ResumableBatchSampler`.
 
     Every epoch packs a new order into as many batches as epoch 0 did: Lightning reads ``len()`` once and
     validates when an epoch's batch count reaches it, so an epoch one batch short would skip its validation.

@@ -238,7 +238,7 @@ def select_qm9(n: int, seed: int = 0, source: str | os.PathLike | None = None) -
     want = n - len(chosen)
     for fluorine, share in ((True, 0.15), (False, 1.0)):
         groups = [key for key in sorted(rest) if key[1] == fluorine]
-        quota = want if not fluorine else round(want * share)
+        quota = round(want * share)
         taken = 0
         while taken < quota and any(rest[k] for k in groups):  # round-robin over heavy-atom counts
             for key in groups:
