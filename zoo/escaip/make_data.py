@@ -654,4 +654,5 @@ def make_data(out: str | os.PathLike, jobs: list[Job], workers: int = 1) -> dict
         finally:  # also when a job stops the run: the reader must not outlive the manager it reads from
             queue.put(None)
             reader.join()
-    return {"frames": _frames_done(out, jobs), "total": total, "errors": {f: err for f, _, err in results if err}}
+    errors = {folder: err for folder, _, err in results if err}
+    return {"frames": _frames_done(out, jobs), "total": total, "errors": errors}
