@@ -106,9 +106,7 @@ def read_structures(paths: str | os.PathLike | Sequence[str | os.PathLike],
         else:
             files.append(path)
     files = [f for f in files if not any(fnmatch.fnmatch(f.as_posix(), pattern) for pattern in exclude)]
-    samples: list[Sample] = []
-    for path in files:
-        samples.extend(_read_samples(path))
+    samples = [sample for path in files for sample in _read_samples(path)]
     if not samples:
         raise ValueError(f"no structures in {list(map(str, paths))}" + (f" after excluding {list(exclude)}" if exclude else ""))
     return samples
