@@ -73,14 +73,11 @@ def _task_scaling(tasks: list[dict[str, Any]], dataset: str | None, max_num_elem
             if refs_cfg := task.get("element_references"):
                 refs = refs_cfg.get("element_references", refs_cfg)
                 refs = refs.get("_args_", [refs])[0] if isinstance(refs, dict) else refs
-                refs = refs.double().numpy() if isinstance(refs, torch.Tensor) else np.asarray(refs, dtype=np.float64)
-                refs = refs.ravel()
-                vec = np.zeros(max_num_elements)
-                n = min(len(refs), max_num_elements)
-                if np.any(refs[n:]):
+                refs = np.asarray(refs.double() if isinstance(refs, torch.Tensor) else refs, dtype=np.float64).ravel()
+                if np.any(refs[max_num_elements:]):
                     raise ValueError(f"element references cover Z up to {len(refs) - 1}, beyond the model's elements")
-                vec[:n] = refs[:n]
-                out["element_references"] = vec
+                out["element_references"] = np.zeros(max_num_elements)
+                out["element_references"][:len(refs)] = refs[:max_num_elements]
         elif prop in ("forces", "stress"):
             if mean != 0.0:
                 raise ValueError(f"a {prop} normaliser with a non-zero mean ({mean}) is not supported")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from zoo.errors import InputError
 from zoo.lightning_compat import MidEpochResume
 from zoo.training import EpochSampler, ResumableBatchSampler
 
-__all__ = ["atoms_to_sample", "collate_atoms", "atoms_to_batch", "read_structures", "AtomsDataset",
+__all__ = ["atoms_to_sample", "collate_atoms", "atoms_to_batch", "read_structures", "AtomsDataset", "pack_by_atoms",
            "AtomCountBatchSampler", "EScAIPDataModule", "fit_target_scaling"]
 
 Sample = dict[str, Any]
@@ -106,9 +106,7 @@ def read_structures(paths: str | os.PathLike | Sequence[str | os.PathLike],
         else:
             files.append(path)
     files = [f for f in files if not any(fnmatch.fnmatch(f.as_posix(), pattern) for pattern in exclude)]
-    samples: list[Sample] = []
-    for path in files:
-        samples.extend(_read_samples(path))
+    samples = [sample for path in files for sample in _read_samples(path)]
     if not samples:
         raise ValueError(f"no structures in {list(map(str, paths))}" + (f" after excluding {list(exclude)}" if exclude else ""))
     return samples
@@ -130,9 +128,24 @@ class AtomsDataset(Dataset):
 
 
 # ----------------------------------------------------------------------------- batching
+def pack_by_atoms(order: Iterable[int], atom_counts: Sequence[int], max_atoms: int) -> list[list[int]]:
+    """The structures of ``order`` in consecutive batches, each filled until the next structure would not fit
+    in ``max_atoms`` (a larger structure gets a batch of its own)."""
+    batches, current, size = [], [], 0
+    for i in order:
+        if current and size + atom_counts[i] > max_atoms:
+            batches.append(current)
+            current, size = [], 0
+        current.append(i)
+        size += atom_counts[i]
+    if current:
+        batches.append(current)
+    return batches
+
+
 class AtomCountBatchSampler(ResumableBatchSampler):
-    """Batches holding at most ``max_atoms`` atoms each (a larger structure gets a batch of its own), in a
-    seeded order per epoch; DDP dealing and resuming mid-epoch as :class:`~zoo.training.ResumableBatchSampler`.
+    """Batches of at most ``max_atoms`` atoms (:func:`pack_by_atoms`) in a seeded order per epoch; DDP dealing and
+    resuming mid-epoch as :class:`~zoo.training.ResumableBatchSampler`.
 
     Every epoch packs a new order into as many batches as epoch 0 did: Lightning reads ``len()`` once and
     validates when an epoch's batch count reaches it, so an epoch one batch short would skip its validation.
@@ -155,17 +168,7 @@ class AtomCountBatchSampler(ResumableBatchSampler):
         return self._to_count(self._pack(epoch))
 
     def _pack(self, epoch: int) -> list[list[int]]:
-        """The structures in this epoch's order, each batch filled until the next one would not fit."""
-        batches, current, size = [], [], 0
-        for i in self.order(epoch):
-            if current and size + self.atom_counts[i] > self.max_atoms:
-                batches.append(current)
-                current, size = [], 0
-            current.append(i)
-            size += self.atom_counts[i]
-        if current:
-            batches.append(current)
-        return batches
+        return pack_by_atoms(self.order(epoch), self.atom_counts, self.max_atoms)
 
     def _atoms(self, batch: list[int]) -> int:
         return sum(self.atom_counts[i] for i in batch)
@@ -209,9 +212,6 @@ def fit_target_scaling(samples: Sequence[Sample], max_num_elements: int) -> dict
     As fairchem's OC20/MPtrj setups: one rmsd (the RMS force component) scales energy, forces and stress, so
     gradient forces stay consistent; the energy mean is that of the referenced energies.
     """
-    if isinstance(samples, Dataset) and hasattr(samples, "samples"):
-        samples = samples.samples
-    samples = list(samples)
     if not samples:
         raise ValueError("cannot fit element references on an empty training set")
     counts = np.zeros((len(samples), max_num_elements))
@@ -271,7 +271,7 @@ class EScAIPDataModule(MidEpochResume, L.LightningDataModule):
     def target_scaling(self, max_num_elements: int) -> dict[str, Any]:
         """The element references and normaliser fitted on the training structures (:func:`fit_target_scaling`):
         ``EScAIPModule.setup`` asks its datamodule for them when it trains with ``fit_references``."""
-        return fit_target_scaling(self.train_set, max_num_elements)
+        return fit_target_scaling(self.train_set.samples, max_num_elements)
 
     def _loader(self, dataset: AtomsDataset, shuffle: bool) -> DataLoader:
         sampler = AtomCountBatchSampler(EpochSampler(dataset), dataset.atom_counts, self.hparams.max_atoms_per_batch,

@@ -153,33 +153,30 @@ def g2_test_molecules() -> list[str]:
 
 def build_system(kind: str, name: str, seed: int = 0):
     """The starting structure of a job (molecules unrelaxed, slabs periodic with 7 Å of vacuum)."""
-    if kind == "g2":
-        from ase.collections import g2
+    if kind == "emt":
+        if name not in SLABS:
+            raise ValueError(f"unknown slab {name!r}; choose from {sorted(SLABS)}")
+        from ase.build import add_adsorbate, fcc100, fcc111, molecule
+        from ase.constraints import FixAtoms
 
-        atoms = g2[name]
+        metal, facet, adsorbate, site = SLABS[name]
+        slab = {"fcc111": fcc111, "fcc100": fcc100}[facet](metal, (3, 3, 4), vacuum=7.0, periodic=True)
+        ads = molecule(adsorbate) if len(adsorbate) > 1 else adsorbate
+        add_adsorbate(slab, ads, 1.5 if adsorbate != "H" else 1.0, site)
+        slab.constraints = [FixAtoms(indices=[a.index for a in slab if a.tag == 4])]  # the bottom layer
+        slab.center(vacuum=7.0, axis=2)
+        slab.info.pop("adsorbate_info", None)  # not extxyz-serialisable
+        return slab
+    if kind == "g2":
+        atoms = _molecule(name)
         atoms.set_initial_magnetic_moments(None)
-        atoms.center()
-        return atoms
-    if kind == "xtb":
-        if name not in MOLECULES:
-            raise ValueError(f"unknown molecule {name!r}; choose from {sorted(MOLECULES)}")
+    elif name in MOLECULES:
         builder, arg = MOLECULES[name]
         atoms = builder(*arg) if isinstance(arg, tuple) else (builder(arg, seed) if builder is _water_cluster else builder(arg))
-        atoms.center()
-        return atoms
-    if name not in SLABS:
-        raise ValueError(f"unknown slab {name!r}; choose from {sorted(SLABS)}")
-    from ase.build import add_adsorbate, fcc100, fcc111, molecule
-    from ase.constraints import FixAtoms
-
-    metal, facet, adsorbate, site = SLABS[name]
-    slab = {"fcc111": fcc111, "fcc100": fcc100}[facet](metal, (3, 3, 4), vacuum=7.0, periodic=True)
-    ads = molecule(adsorbate) if len(adsorbate) > 1 else adsorbate
-    add_adsorbate(slab, ads, 1.5 if adsorbate != "H" else 1.0, site)
-    slab.constraints = [FixAtoms(indices=[a.index for a in slab if a.tag == 4])]  # the bottom layer
-    slab.center(vacuum=7.0, axis=2)
-    slab.info.pop("adsorbate_info", None)  # not extxyz-serialisable
-    return slab
+    else:
+        raise ValueError(f"unknown molecule {name!r}; choose from {sorted(MOLECULES)}")
+    atoms.center()
+    return atoms
 
 
 # ============================================================================= QM9, pairs, bulk metals
@@ -241,7 +238,7 @@ def select_qm9(n: int, seed: int = 0, source: str | os.PathLike | None = None) -
     want = n - len(chosen)
     for fluorine, share in ((True, 0.15), (False, 1.0)):
         groups = [key for key in sorted(rest) if key[1] == fluorine]
-        quota = want if not fluorine else round(want * share)
+        quota = round(want * share)
         taken = 0
         while taken < quota and any(rest[k] for k in groups):  # round-robin over heavy-atom counts
             for key in groups:
@@ -452,12 +449,19 @@ class DataPlan:
                          self.slab_frames, stride or 10, self.segment_frames)
 
 
+XTB_KINDS = ("xtb", "qm9", "pair", "g2")  # the job kinds GFN2-xTB labels; EMT labels the others
+
+
 def _segments_done(out: Path, job: Job) -> list[Path]:
     return sorted((out / job.folder).glob("seg_*.extxyz"))[: job.n_segments]
 
 
+def _frames_done(out: Path, jobs: list[Job]) -> int:
+    return sum(min(len(_segments_done(out, j)) * j.segment_frames, j.n_frames) for j in jobs)
+
+
 def _calculator(kind: str):
-    if kind in ("xtb", "qm9", "pair", "g2"):
+    if kind in XTB_KINDS:
         try:
             from tblite.ase import TBLite
         except ImportError:
@@ -492,28 +496,25 @@ def _langevin(atoms, job: Job, rng: np.random.Generator):
                     friction=0.01 / units.fs, fixcm=False, rng=rng)
 
 
-def _md_segments(job: Job, folder: Path, done: list[Path]):
-    """Yield (segment, frames) of a named system's trajectory, continuing after the written segments."""
+def _md_segments(job: Job, out: str, first_seg: int):
+    """Yield (segment, frames) of a named system's trajectory from segment ``first_seg`` on."""
     import ase.io
     from ase.md.velocitydistribution import Stationary, ZeroRotation, thermalize_momenta
     from ase.optimize import BFGS
 
-    def resume_from(segment: Path) -> None:
-        last = ase.io.read(str(segment), index=-1)
-        atoms.positions = last.positions
-        atoms.set_momenta(last.get_momenta())
-
     atoms = build_system(job.kind, job.name, job.seed)
     atoms.calc = _calculator(job.kind)
-    if done:
-        resume_from(done[-1])
-    else:
+    if first_seg == 0:
         BFGS(atoms, logfile=None).run(fmax=0.1, steps=200)
         thermalize_momenta(atoms, temperature_K=job.temperature, rng=np.random.default_rng(job.seed))
         Stationary(atoms)
         if job.kind != "emt":
             ZeroRotation(atoms)
-    for seg in range(len(done), job.n_segments):
+    for seg in range(first_seg, job.n_segments):
+        if seg:  # on from the segment before as written: a resumed run is an uninterrupted one
+            last = ase.io.read(str(Path(out) / job.folder / f"seg_{seg - 1:05d}.extxyz"), index=-1)
+            atoms.positions = last.positions
+            atoms.set_momenta(last.get_momenta())
         # a fresh, seeded thermostat per segment keeps resumed runs reproducible
         dyn = _langevin(atoms, job, np.random.default_rng([job.seed, seg, int(job.temperature)]))
         frames = []
@@ -522,7 +523,6 @@ def _md_segments(job: Job, folder: Path, done: list[Path]):
             frames.append(_labelled(atoms, system=job.name, temperature=job.temperature, seed=job.seed,
                                     step=(seg * job.segment_frames + k + 1) * job.stride))
         yield seg, frames
-        resume_from(folder / f"seg_{seg:05d}.extxyz")  # the state as written: a resumed run is an uninterrupted one
 
 
 def _qm9_frames(job: Job, molecule: dict) -> list:
@@ -579,6 +579,7 @@ def _bulk_frames(job: Job, seg: int) -> list:
 
 
 def _block_segments(job: Job, out: str, first_seg: int):
+    """Yield (segment, frames) of a block from segment ``first_seg`` on: one molecule, one pair or bulk cells each."""
     if job.kind == "bulk":
         for seg in range(first_seg, job.n_segments):
             yield seg, _bulk_frames(job, seg)
@@ -598,10 +599,9 @@ def run_job(job: Job, out: str, progress=None) -> int:
     done = _segments_done(Path(out), job)
     if len(done) >= job.n_segments:
         return 0
-    segments = (_md_segments(job, folder, done) if job.kind in ("xtb", "emt", "g2")
-                else _block_segments(job, str(out), len(done)))
+    segments = _md_segments if job.kind in ("xtb", "emt", "g2") else _block_segments
     written = 0
-    for seg, frames in segments:
+    for seg, frames in segments(job, str(out), len(done)):
         with atomic_path(folder / f"seg_{seg:05d}.extxyz") as tmp:
             ase.io.write(str(tmp), frames, format="extxyz")
         written += len(frames)
@@ -628,12 +628,12 @@ def make_data(out: str | os.PathLike, jobs: list[Job], workers: int = 1) -> dict
     from tqdm import tqdm
 
     out = Path(out)
-    labels = {**dict.fromkeys(("xtb", "qm9", "pair", "g2"), "GFN2-xTB (tblite)"), "emt": "ASE EMT", "bulk": "ASE EMT"}
+    labels = {**dict.fromkeys(XTB_KINDS, "GFN2-xTB (tblite)"), "emt": "ASE EMT", "bulk": "ASE EMT"}
     manifest = {"jobs": [asdict(j) for j in jobs], "labels": labels}
     write_text_atomic(out / "manifest.json", json.dumps(manifest, indent=1))
 
     total = sum(j.n_frames for j in jobs)
-    already = sum(min(len(_segments_done(out, j)) * j.segment_frames, j.n_frames) for j in jobs)
+    already = _frames_done(out, jobs)
     todo = [j for j in jobs if len(_segments_done(out, j)) < j.n_segments]
     ctx = mp.get_context("spawn")
     with ctx.Manager() as manager, tqdm(total=total, initial=already, unit="frame", desc="make-data") as bar:
@@ -654,5 +654,5 @@ def make_data(out: str | os.PathLike, jobs: list[Job], workers: int = 1) -> dict
         finally:  # also when a job stops the run: the reader must not outlive the manager it reads from
             queue.put(None)
             reader.join()
-    frames = sum(min(len(_segments_done(out, j)) * j.segment_frames, j.n_frames) for j in jobs)
-    return {"frames": frames, "total": total, "errors": {folder: err for folder, _, err in results if err}}
+    errors = {folder: err for folder, _, err in results if err}
+    return {"frames": _frames_done(out, jobs), "total": total, "errors": errors}

@@ -16,13 +16,14 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
+from zoo.escaip.graph import batch_index
 from zoo.escaip.model import CONFIGS, EScAIP, EScAIPConfig
 from zoo.lightning_compat import EMA_CHECKPOINT_KEY, EMAWeights
 from zoo.module import ZooModule
 from zoo.schedules import warmup_cosine
 from zoo.training import weight_decay_groups
 
-__all__ = ["EScAIPModule", "TargetScaling", "default_heads", "validate_inputs", "chemical_symbol"]
+__all__ = ["EScAIPModule", "TargetScaling", "default_heads", "chemical_symbol"]
 
 
 def default_heads(backbone: dict[str, Any]) -> dict[str, dict[str, str]]:
@@ -68,70 +69,19 @@ class TargetScaling(nn.Module):
             self._buffers[name] = old.to(buf.device) if old is not None and old.dtype == torch.float64 else buf.to(torch.float64)
         return self
 
-    def reference_energy(self, atomic_numbers: Tensor, batch: Tensor, n_sys: int) -> Tensor:
+    def reference_energy(self, atomic_numbers: Tensor, natoms: Tensor) -> Tensor:
+        """The element references summed per system: (G,) float64."""
         refs = self.element_references[atomic_numbers]
-        return refs.new_zeros(n_sys).index_add(0, batch, refs)  # (G,) float64
+        return refs.new_zeros(len(natoms)).index_add(0, batch_index(natoms), refs)
 
-    def set_(self, *, element_references=None, energy_mean=None, energy_rmsd=None, forces_rmsd=None,
-             stress_rmsd=None, supported_elements=None) -> None:
+    def set_(self, **values) -> None:
+        """Set the buffers named (``energy_rmsd=...``; None keeps one) and mark the constants fitted."""
         with torch.no_grad():
-            for name, value in dict(element_references=element_references, energy_mean=energy_mean,
-                                    energy_rmsd=energy_rmsd, forces_rmsd=forces_rmsd, stress_rmsd=stress_rmsd,
-                                    supported_elements=supported_elements).items():
+            for name, value in values.items():
                 if value is not None:
-                    buf = getattr(self, name)
+                    buf = self.get_buffer(name)
                     buf.copy_(torch.as_tensor(np.asarray(value), dtype=buf.dtype, device=buf.device))
             self.fitted.fill_(True)
-
-
-PER_ATOM_KEYS = ("atomic_numbers", "pos", "forces")  # collate_atoms' per-atom fields; the others are per system
-
-
-def _split_batch(batch: dict[str, Tensor], max_atoms: int):
-    """Consecutive sub-batches of whole systems, each of at most ``max_atoms`` atoms (or one larger system)."""
-
-    def part(first_sys: int, end_sys: int, first_atom: int, n_atoms: int) -> dict[str, Tensor]:
-        return {key: value[first_atom:first_atom + n_atoms] if key in PER_ATOM_KEYS else value[first_sys:end_sys]
-                for key, value in batch.items()}
-
-    first_sys = first_atom = size = 0
-    for g, n in enumerate(batch["natoms"].tolist()):
-        if size and size + n > max_atoms:
-            yield part(first_sys, g, first_atom, size)
-            first_sys, first_atom, size = g, first_atom + size, 0
-        size += n
-    yield part(first_sys, len(batch["natoms"]), first_atom, size)
-
-
-def validate_inputs(batch: dict[str, Tensor], scaling: TargetScaling, max_num_elements: int) -> None:
-    """One clear error for inputs the potential cannot evaluate."""
-    natoms = batch["natoms"]
-    if len(natoms) == 0 or int(natoms.sum()) == 0:
-        raise ValueError("empty input: there are no atoms to evaluate")
-    if (natoms <= 0).any():
-        g = int(torch.nonzero(natoms <= 0)[0])
-        raise ValueError(f"system {g} has no atoms; remove empty systems from the batch")
-    pos, cell = batch["pos"], batch["cell"]
-    if not torch.isfinite(pos).all():
-        i = int(torch.nonzero(~torch.isfinite(pos).all(1))[0])
-        raise ValueError(f"atom {i} has a non-finite position (NaN or inf); check the structure's coordinates")
-    if not torch.isfinite(cell).all():
-        raise ValueError("the cell holds NaN or inf; give a finite 3x3 cell")
-    z = batch["atomic_numbers"]
-    bad = (z < 1) | (z >= max_num_elements)
-    if bad.any():
-        zi = int(z[bad][0])
-        raise ValueError(
-            f"atomic number {zi} is outside this model's element range 1..{max_num_elements - 1}"
-        )
-    unsupported = ~scaling.supported_elements.to(z.device)[z]
-    if unsupported.any():
-        missing = sorted({int(v) for v in z[unsupported]})
-        known = [chemical_symbol(int(v)) for v in torch.nonzero(scaling.supported_elements).flatten()]
-        raise ValueError(
-            f"element(s) {', '.join(chemical_symbol(v) for v in missing)} were not in this model's training data; "
-            f"it supports {', '.join(known)}"
-        )
 
 
 class EScAIPModule(ZooModule):
@@ -144,20 +94,10 @@ class EScAIPModule(ZooModule):
     model_type = "escaip"
     method = "escaip"
 
-    def __init__(
-        self,
-        backbone: dict[str, Any] | None = None,
-        heads: dict[str, dict[str, Any]] | None = None,
-        energy_coef: float = 1.0,
-        force_coef: float = 10.0,
-        stress_coef: float = 1.0,
-        lr: float = 4e-4,
-        weight_decay: float = 1e-3,
-        warmup_steps: int = 100,
-        min_lr_ratio: float = 0.01,
-        ema_decay: float = 0.999,
-        fit_references: bool = True,
-    ):
+    def __init__(self, backbone: dict[str, Any] | None = None, heads: dict[str, dict[str, Any]] | None = None,
+                 energy_coef: float = 1.0, force_coef: float = 10.0, stress_coef: float = 1.0, lr: float = 4e-4,
+                 weight_decay: float = 1e-3, warmup_steps: int = 100, min_lr_ratio: float = 0.01,
+                 ema_decay: float = 0.999, fit_references: bool = True):
         super().__init__()
         backbone = dict(backbone or {"preset": "tiny"})
         preset = backbone.pop("preset", None)
@@ -170,7 +110,6 @@ class EScAIPModule(ZooModule):
         self.save_hyperparameters()  # reads the resolved `backbone` and `heads` above
         self.model = EScAIP(backbone, heads)
         self.scaling = TargetScaling(self.model.cfg.max_num_elements)
-        self._metrics_built = False
 
     @property
     def cfg(self) -> EScAIPConfig:
@@ -178,8 +117,30 @@ class EScAIPModule(ZooModule):
 
     # ------------------------------------------------------------------ inference
     def check_inputs(self, batch: dict[str, Tensor]) -> None:
-        """One clear error for inputs this potential cannot evaluate (:func:`validate_inputs`)."""
-        validate_inputs(batch, self.scaling, self.cfg.max_num_elements)
+        """One clear error for inputs this potential cannot evaluate."""
+        natoms = batch["natoms"]
+        if len(natoms) == 0 or int(natoms.sum()) == 0:
+            raise ValueError("empty input: there are no atoms to evaluate")
+        if (natoms <= 0).any():
+            g = int(torch.nonzero(natoms <= 0)[0])
+            raise ValueError(f"system {g} has no atoms; remove empty systems from the batch")
+        pos, cell = batch["pos"], batch["cell"]
+        if not torch.isfinite(pos).all():
+            i = int(torch.nonzero(~torch.isfinite(pos).all(1))[0])
+            raise ValueError(f"atom {i} has a non-finite position (NaN or inf); check the structure's coordinates")
+        if not torch.isfinite(cell).all():
+            raise ValueError("the cell holds NaN or inf; give a finite 3x3 cell")
+        z = batch["atomic_numbers"]
+        bad = (z < 1) | (z >= self.cfg.max_num_elements)
+        if bad.any():
+            zi, top = int(z[bad][0]), self.cfg.max_num_elements - 1
+            raise ValueError(f"atomic number {zi} is outside this model's element range 1..{top}")
+        unsupported = ~self.scaling.supported_elements.to(z.device)[z]
+        if unsupported.any():
+            missing = sorted({int(v) for v in z[unsupported]})
+            known = [chemical_symbol(int(v)) for v in torch.nonzero(self.scaling.supported_elements).flatten()]
+            raise ValueError(f"element(s) {', '.join(chemical_symbol(v) for v in missing)} were not in this model's "
+                             f"training data; it supports {', '.join(known)}")
 
     def predict(self, batch: dict[str, Tensor], *, stress: bool | None = None) -> dict[str, Tensor]:
         """Physical predictions (detached): energy (G,) float64 in eV, forces (N, 3) eV/Å, stress (G, 3, 3) eV/Å^3."""
@@ -191,13 +152,14 @@ class EScAIPModule(ZooModule):
         """``predict`` of many ``ase.Atoms`` in few forward passes (each of at most ``max_atoms`` atoms, bounding
         memory; a larger structure goes alone): one dict per structure, energy () float64 in eV, forces (n, 3)
         eV/Å, stress (3, 3) eV/Å^3, equal to a ``predict`` of that structure alone up to float rounding."""
-        from zoo.escaip.data import atoms_to_batch
+        from zoo.escaip.data import atoms_to_sample, collate_atoms, pack_by_atoms
 
         device = next(self.parameters()).device
-        batch = atoms_to_batch(images, device)
-        self.check_inputs(batch)  # once: errors name the system's index
+        samples = [atoms_to_sample(atoms, require_labels=False) for atoms in images]
+        self.check_inputs(collate_atoms(samples))  # once, for all: errors name the system's index
         results: list[dict[str, Tensor]] = []
-        for part in _split_batch(batch, max_atoms):
+        for group in pack_by_atoms(range(len(samples)), [len(s["pos"]) for s in samples], max_atoms):
+            part = {key: value.to(device) for key, value in collate_atoms([samples[i] for i in group]).items()}
             out = self._predict_valid(part, stress=stress)
             forces = out["forces"].split(part["natoms"].tolist()) if "forces" in out else None
             for g in range(len(part["natoms"])):
@@ -216,10 +178,8 @@ class EScAIPModule(ZooModule):
 
     def _to_physical(self, raw: dict[str, Tensor], batch: dict[str, Tensor]) -> dict[str, Tensor]:
         s = self.scaling
-        natoms = batch["natoms"]
-        batch_idx = torch.repeat_interleave(torch.arange(len(natoms), device=natoms.device), natoms)
         out = {"energy": raw["energy"].double() * s.energy_rmsd + s.energy_mean
-               + s.reference_energy(batch["atomic_numbers"], batch_idx, len(natoms))}
+               + s.reference_energy(batch["atomic_numbers"], batch["natoms"])}
         if "forces" in raw:
             out["forces"] = raw["forces"] * s.forces_rmsd.to(raw["forces"].dtype)
         if "stress" in raw:
@@ -247,15 +207,11 @@ class EScAIPModule(ZooModule):
         if stage == "fit" and self.hparams.fit_references and not bool(self.scaling.fitted):
             target_scaling = getattr(self.trainer.datamodule, "target_scaling", None)
             if target_scaling is None:
-                raise ValueError(
-                    "fit_references=True needs a datamodule that fits element references and normalisation on its "
-                    "training set (zoo.escaip.data.EScAIPDataModule.target_scaling); pass fit_references=False to "
-                    "train without")
+                raise ValueError("fit_references=True needs a datamodule that fits element references and "
+                                 "normalisation on its training set (zoo.escaip.data.EScAIPDataModule.target_scaling); "
+                                 "pass fit_references=False to train without")
             self.scaling.set_(**target_scaling(self.cfg.max_num_elements))
-        self._build_metrics()
-
-    def _build_metrics(self) -> None:
-        if self._metrics_built:
+        if hasattr(self, "val_force_cos"):  # the metrics of an earlier stage's setup
             return
         import torchmetrics
 
@@ -265,19 +221,14 @@ class EScAIPModule(ZooModule):
             # the mean per-atom cosine as a running mean: CosineSimilarity keeps every force of the epoch, and its
             # step cost grows with them (40 ms a step after 3,000 steps)
             setattr(self, f"{split}_force_cos", torchmetrics.MeanMetric())
-        self._metrics_built = True
 
     def _normalised_targets(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
         s = self.scaling
-        natoms = batch["natoms"]
-        batch_idx = torch.repeat_interleave(torch.arange(len(natoms), device=natoms.device), natoms)
         dtype = next(self.model.parameters()).dtype
-        ref = s.reference_energy(batch["atomic_numbers"], batch_idx, len(natoms))
-        return {
-            "energy": ((batch["energy"].double() - ref - s.energy_mean) / s.energy_rmsd).to(dtype),
-            "forces": (batch["forces"].double() / s.forces_rmsd).to(dtype),
-            "stress": (batch["stress"].double() / s.stress_rmsd).to(dtype),
-        }
+        ref = s.reference_energy(batch["atomic_numbers"], batch["natoms"])
+        return {"energy": ((batch["energy"].double() - ref - s.energy_mean) / s.energy_rmsd).to(dtype),
+                "forces": (batch["forces"].double() / s.forces_rmsd).to(dtype),
+                "stress": (batch["stress"].double() / s.stress_rmsd).to(dtype)}
 
     def _step(self, batch: dict[str, Tensor], split: str) -> Tensor:
         p = self.hparams
@@ -301,7 +252,6 @@ class EScAIPModule(ZooModule):
         logs[f"{split}/loss"] = loss
 
         phys = self._to_physical({k: v.detach() for k, v in raw.items()}, batch)
-        n_sys = len(natoms)
         energy_mae = getattr(self, f"{split}_energy_mae")
         energy_mae(phys["energy"] / natoms, batch["energy"].double() / natoms)
         logs[f"{split}/energy_mae_per_atom"] = energy_mae
@@ -312,7 +262,7 @@ class EScAIPModule(ZooModule):
             force_cos(torch.nn.functional.cosine_similarity(pred, true, dim=-1))
             logs[f"{split}/force_mae"] = force_mae
             logs[f"{split}/force_cos"] = force_cos
-        self.log_dict(logs, batch_size=n_sys, on_step=split == "train", on_epoch=True,
+        self.log_dict(logs, batch_size=len(natoms), on_step=split == "train", on_epoch=True,
                       prog_bar=split == "val", sync_dist=split == "val")
         return loss
 

@@ -53,11 +53,9 @@ def random_rotation(kind: str, rng: np.random.Generator) -> np.ndarray:
 
 
 def _predict(model, atoms_list) -> tuple[np.ndarray, np.ndarray | None]:
-    device = next(model.parameters()).device
-    with torch.no_grad():
-        out = model.predict(atoms_to_batch(atoms_list, device))
+    out = model.predict(atoms_to_batch(atoms_list, next(model.parameters()).device))  # detached
     forces = out.get("forces")
-    return out["energy"].cpu().numpy(), None if forces is None else forces.detach().double().cpu().numpy()
+    return out["energy"].cpu().numpy(), None if forces is None else forces.double().cpu().numpy()
 
 
 def _compare(e0, f0, e1, f1, natoms) -> dict[str, float]:
