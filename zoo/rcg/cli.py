@@ -13,16 +13,16 @@ register_cli = rcg.register_cli
 
 
 def save_grid(images, path: str | Path, nrow: int | None = None) -> None:
-    """Write (B, 3, H, W) images in [0, 1] as one PNG grid (atomically)."""
+    """Write (B, 3, H, W) images in [0, 1] as one PNG grid (atomically), a square one unless ``nrow`` is given."""
     import math
 
     from torchvision.utils import save_image
 
     from zoo.io import atomic_path
 
-    nrow = nrow or max(1, math.ceil(math.sqrt(images.shape[0])))
     with atomic_path(path) as tmp:
-        save_image(images.float().clamp(0, 1).cpu(), str(tmp), nrow=nrow, padding=2, format="png")
+        save_image(images.float().clamp(0, 1).cpu(), str(tmp), nrow=nrow or max(1, math.ceil(math.sqrt(len(images)))),
+                   format="png")
 
 
 def _labels(text: str | None, n: int):
@@ -100,8 +100,8 @@ class Pipeline(Tokenizer):
 
     def sampling(self) -> dict:
         """The sampling options given (the rest: the model's defaults)."""
-        keys = ("cfg", "rdm_steps", "steps", "temperature", "eta")
-        return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
+        return {k: getattr(self, k) for k in ("cfg", "rdm_steps", "steps", "temperature", "eta")
+                if getattr(self, k) is not None}
 
 
 @rcg.command("sample", "sample images into a PNG grid")
@@ -127,14 +127,14 @@ class Reconstruct(Pipeline):
                                "model's size (without it, such an image is an error, as in RCGPipeline.reconstruct)")
 
     def run(self) -> None:
-        import numpy as np
         import torch
+        from torchvision.transforms.functional import to_tensor
 
         pictures = read_images(self.images)  # before the model loads: a wrong file fails at once
         model = self.load()
         size = model.image_size  # a property, so that a BitDelta of the pipeline has it too
-        batch = torch.stack([torch.from_numpy(np.array(fit_size(path, img, size, self.center_crop))).permute(2, 0, 1)
-                             for path, img in zip(self.images, pictures)]).float() / 255
+        batch = torch.stack([to_tensor(fit_size(path, img, size, self.center_crop))
+                             for path, img in zip(self.images, pictures)])
         out = model.reconstruct(batch, seed=self.seed, **self.sampling())
         save_grid(torch.cat([batch, out.cpu()]), self.out, nrow=len(pictures))
         print(f"wrote {self.out}: inputs (top row) and generations from their representations (bottom row)")
@@ -172,14 +172,13 @@ class Images(Options):
         if (self.folder is None) == (self.fashion_mnist is None):
             raise SystemExit("give a folder of images or --fashion-mnist train|test (not both)")
 
+    def fashion_mnist_images(self):
+        """The --fashion-mnist split as uint8 RGB images (N, 3, 28, 28), the grey channel repeated."""
+        import torch
 
-def _fashion_mnist(o: Images):
-    """The --fashion-mnist split as uint8 RGB images (N, 3, 28, 28), the grey channel repeated."""
-    import torch
+        from zoo.rcg.data import FashionMNIST
 
-    from zoo.rcg.data import FashionMNIST
-
-    return torch.from_numpy(FashionMNIST(o.root, o.fashion_mnist).images)[:, None].expand(-1, 3, -1, -1)
+        return torch.from_numpy(FashionMNIST(self.root, self.fashion_mnist).images)[:, None].expand(-1, 3, -1, -1)
 
 
 @rcg.command("tokenizer-fid", "FID of the tokenizer's reconstructions of real images (a generator's floor)")
@@ -204,7 +203,7 @@ class TokenizerFID(Images, Tokenizer):
             raise SystemExit(f"{self.name} is a {type(model).__name__} without a tokenizer; give an RCG VQGAN, MAGE "
                              "or pipeline repo")
         if self.fashion_mnist is not None:
-            pool = _fashion_mnist(self)
+            pool = self.fashion_mnist_images()
             if not 0 < self.n <= len(pool):
                 raise SystemExit(f"--n must lie in 1..{len(pool)} for Fashion-MNIST {self.fashion_mnist}")
             images = pool[np.random.default_rng(self.seed).choice(len(pool), self.n, replace=False)]
@@ -214,16 +213,6 @@ class TokenizerFID(Images, Tokenizer):
             source = f"{self.folder}, the first {images.shape[0]} images"
         result = evaluate_tokenizer_fid(tokenizer, images, ref_stats=self.ref_stats, batch_size=self.batch_size)
         print_json({**result, "model": self.name, "images": source}, self.out)
-
-
-def _reference_batches(o: RefStats):
-    """(name, uint8 batches) of the images ref-stats reads: a folder, or a Fashion-MNIST split."""
-    from zoo.rcg.eval import iter_image_folder
-
-    if o.fashion_mnist is None:
-        return str(o.folder), iter_image_folder(o.folder, o.batch_size)
-    images = _fashion_mnist(o)
-    return f"fashion-mnist:{o.fashion_mnist}", (images[i:i + o.batch_size] for i in range(0, len(images), o.batch_size))
 
 
 @rcg.command("ref-stats", "FID reference statistics (mu/sigma .npz) of a folder of images")
@@ -237,10 +226,14 @@ class RefStats(Images):
         import torch
         from tqdm.auto import tqdm
 
-        from zoo.rcg.eval import FeatureCache, InceptionFeatures, cached_features, save_reference_stats
+        from zoo.rcg.eval import (FeatureCache, InceptionFeatures, cached_features, iter_image_folder,
+                                  save_reference_stats)
 
-        source, batches = _reference_batches(self)
         size = self.batch_size
+        if self.fashion_mnist is None:
+            source, batches = str(self.folder), iter_image_folder(self.folder, size)
+        else:
+            source, batches = f"fashion-mnist:{self.fashion_mnist}", self.fashion_mnist_images().split(size)
         cache = FeatureCache(self.cache_dir, {"images": source, "batch_size": size}) if self.cache_dir else None
         net = InceptionFeatures().to(self.device)
         feats = torch.cat([cached_features(cache, i * size, len(batch), lambda: net(batch.to(self.device)).cpu())
