@@ -82,8 +82,6 @@ class Tokenizer(ModelOptions):
 
 
 class Pipeline(Tokenizer):
-    """A pipeline to sample from, and how."""
-
     name: str = arg("catalog name (e.g. rcg-imagenet256) or a local rcg-pipeline repo folder")
     cfg: float | None = option(None, "classifier-free guidance scale (linearly ramped); default: the model's")
     rdm_steps: int | None = option(None, "DDIM steps of the representation diffusion model")
@@ -162,8 +160,6 @@ class Eval(Pipeline):
 
 
 class Images(Options):
-    """Real images: a folder, or a Fashion-MNIST split."""
-
     folder: str | None = arg("folder of real images", None)
     fashion_mnist: Literal["train", "test"] | None = option(None, "use this Fashion-MNIST split instead")
     root: str = option("/usr/share/datasets/fashion-mnist", "Fashion-MNIST idx folder")
