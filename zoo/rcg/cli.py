@@ -168,13 +168,14 @@ class Images(Options):
         if (self.folder is None) == (self.fashion_mnist is None):
             raise SystemExit("give a folder of images or --fashion-mnist train|test (not both)")
 
-    def fashion_mnist_images(self):
-        """The --fashion-mnist split as uint8 RGB images (N, 3, 28, 28), the grey channel repeated."""
-        import torch
 
-        from zoo.rcg.data import FashionMNIST
+def _fashion_mnist(o: Images):
+    """The --fashion-mnist split as uint8 RGB images (N, 3, 28, 28), the grey channel repeated."""
+    import torch
 
-        return torch.from_numpy(FashionMNIST(self.root, self.fashion_mnist).images)[:, None].expand(-1, 3, -1, -1)
+    from zoo.rcg.data import FashionMNIST
+
+    return torch.from_numpy(FashionMNIST(o.root, o.fashion_mnist).images)[:, None].expand(-1, 3, -1, -1)
 
 
 @rcg.command("tokenizer-fid", "FID of the tokenizer's reconstructions of real images (a generator's floor)")
@@ -199,7 +200,7 @@ class TokenizerFID(Images, Tokenizer):
             raise SystemExit(f"{self.name} is a {type(model).__name__} without a tokenizer; give an RCG VQGAN, MAGE "
                              "or pipeline repo")
         if self.fashion_mnist is not None:
-            pool = self.fashion_mnist_images()
+            pool = _fashion_mnist(self)
             if not 0 < self.n <= len(pool):
                 raise SystemExit(f"--n must lie in 1..{len(pool)} for Fashion-MNIST {self.fashion_mnist}")
             images = pool[np.random.default_rng(self.seed).choice(len(pool), self.n, replace=False)]
@@ -209,6 +210,15 @@ class TokenizerFID(Images, Tokenizer):
             source = f"{self.folder}, the first {images.shape[0]} images"
         result = evaluate_tokenizer_fid(tokenizer, images, ref_stats=self.ref_stats, batch_size=self.batch_size)
         print_json({**result, "model": self.name, "images": source}, self.out)
+
+
+def _reference_batches(o: RefStats):
+    """(name, uint8 batches) of the images ref-stats reads: a folder, or a Fashion-MNIST split."""
+    from zoo.rcg.eval import iter_image_folder
+
+    if o.fashion_mnist is None:
+        return str(o.folder), iter_image_folder(o.folder, o.batch_size)
+    return f"fashion-mnist:{o.fashion_mnist}", _fashion_mnist(o).split(o.batch_size)
 
 
 @rcg.command("ref-stats", "FID reference statistics (mu/sigma .npz) of a folder of images")
@@ -222,14 +232,10 @@ class RefStats(Images):
         import torch
         from tqdm.auto import tqdm
 
-        from zoo.rcg.eval import (FeatureCache, InceptionFeatures, cached_features, iter_image_folder,
-                                  save_reference_stats)
+        from zoo.rcg.eval import FeatureCache, InceptionFeatures, cached_features, save_reference_stats
 
+        source, batches = _reference_batches(self)
         size = self.batch_size
-        if self.fashion_mnist is None:
-            source, batches = str(self.folder), iter_image_folder(self.folder, size)
-        else:
-            source, batches = f"fashion-mnist:{self.fashion_mnist}", self.fashion_mnist_images().split(size)
         cache = FeatureCache(self.cache_dir, {"images": source, "batch_size": size}) if self.cache_dir else None
         net = InceptionFeatures().to(self.device)
         feats = torch.cat([cached_features(cache, i * size, len(batch), lambda: net(batch.to(self.device)).cpu())
