@@ -61,8 +61,8 @@ class List(Options):
     json: bool = option(False, "print names as JSON")
 
     def run(self) -> None:
-        names = registry.list_models(self.pattern, self.method)
-        print(json.dumps(names) if self.json else model_table(self.pattern, self.method))
+        print(json.dumps(registry.list_models(self.pattern, self.method)) if self.json
+              else model_table(self.pattern, self.method))
 
 
 @core.command("info", "show a model's catalog entry")
