@@ -1,8 +1,6 @@
-"""What the ``zoo`` command lines share: commands as data, models to load, JSON output. A command is an options
-dataclass (an :class:`Options` subclass) whose ``run()`` does the work, added to its group with
-:meth:`Commands.command`; its parser is generated from the fields. Every ``zoo`` call imports this, so it imports no
-torch (``zoo --help`` must stay fast); for that reason too the parsers are plain argparse, as importing jsonargparse
-alone costs ~75 ms."""
+"""What the ``zoo`` command lines share: a command is an :class:`Options` dataclass whose ``run()`` does the work,
+its parser generated from the fields. Every ``zoo`` call imports this, so it imports no torch, and its parsers are
+plain argparse (importing jsonargparse alone costs ~75 ms)."""
 
 from __future__ import annotations
 
@@ -26,11 +24,8 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """The zoo's parsers; subcommand parsers, the methods' included, take their parent's class and so this help.
-
-    ``arguments``: a function that adds the parser's arguments when it is first used (to parse or to show help), so
-    that a ``zoo`` call builds only its own command's options (and a heavy module's options cost nothing elsewhere).
-    """
+    """The zoo's parsers (subcommand parsers take their parent's class). ``arguments`` adds the parser's arguments
+    when it is first used, so that a ``zoo`` call builds only its own command's options."""
 
     def __init__(self, *args, formatter_class=HelpFormatter, arguments: Callable[[Any], None] | None = None, **kwargs):
         super().__init__(*args, formatter_class=formatter_class, **kwargs)
@@ -52,9 +47,8 @@ class ArgumentParser(argparse.ArgumentParser):
 
 # ----------------------------------------------------------------------------- dataclasses as commands
 class Options:
-    """The base of a command's options: fields made with :func:`arg`, :func:`option` and :func:`rest`. A subclass is
-    made a keyword-only dataclass (any field order, required fields included) by :meth:`dataclass`, when its command
-    is first used: made at import, the zoo's ~45 of them would cost every ``zoo`` call ~15 ms."""
+    """A command's options: fields made with :func:`arg`, :func:`option` and :func:`rest`. A subclass becomes a
+    keyword-only dataclass when its command is first used: made at import, ~45 of them cost every call ~15 ms."""
 
     @classmethod
     def dataclass(cls) -> type:
@@ -74,9 +68,9 @@ def option(default: Any = MISSING, help: str | None = None, *, flag: str | None 
                                                         "metavar": metavar, "one_of": one_of})
 
 
-def arg(help: str, default: Any = MISSING, *, nargs: str | None = None) -> Any:
-    """A dataclass field that is a positional argument; with a default, it may be left out."""
-    return dataclasses.field(default=default, metadata={"help": help, "nargs": nargs, "positional": True})
+def arg(help: str, default: Any = MISSING) -> Any:
+    """A dataclass field that is a positional argument; with a default, it may be left out (a list: given none)."""
+    return dataclasses.field(default=default, metadata={"help": help, "positional": True})
 
 
 def rest() -> Any:
@@ -99,9 +93,9 @@ def add_dataclass_arguments(p, cls: type, flags: dict[str, str] | None = None) -
             continue
         if type(None) in typing.get_args(kind):  # an optional field, `str | None`: parse the value as its type
             kind = next(t for t in typing.get_args(kind) if t is not type(None))
-        kwargs = {"help": meta["help"], "nargs": meta["nargs"], "metavar": meta.get("metavar")}
+        kwargs = {"help": meta["help"], "nargs": meta.get("nargs"), "metavar": meta.get("metavar")}
         if typing.get_origin(kind) is list:
-            (kind,), kwargs["nargs"] = typing.get_args(kind), meta["nargs"] or "+"
+            (kind,), kwargs["nargs"] = typing.get_args(kind), kwargs["nargs"] or "+"
         if typing.get_origin(kind) is Literal:
             kind, kwargs["choices"] = str, typing.get_args(kind)
         if kind is bool:
@@ -111,7 +105,7 @@ def add_dataclass_arguments(p, cls: type, flags: dict[str, str] | None = None) -
         required = field.default is MISSING
         if meta.get("positional"):
             if not required:
-                kwargs.update(default=field.default, nargs=kwargs["nargs"] or "?")
+                kwargs.update(default=field.default, nargs="*" if kwargs["nargs"] else "?")
             p.add_argument(field.name, **{k: v for k, v in kwargs.items() if v is not None})
             continue
         flag = (flags or {}).get(field.name) or meta["flag"] or "--" + field.name.replace("_", "-")
@@ -179,6 +173,13 @@ def load_model(o: Any):
 
     return zoo.load(o.name, revision=getattr(o, "revision", None), device=getattr(o, "device", None),
                     dtype=getattr(o, "dtype", None))
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    """``rows`` as text columns under ``header``, each as wide as its widest cell."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
 
 
 def print_json(obj: Any, path: str | None = None) -> None:

@@ -1,6 +1,5 @@
-"""The ``zoo`` command line: ``zoo list | info | download | load | publish | train | finetune | recipe | release |
-convert``, plus the commands each method adds (``zoo chess …``, ``zoo rcg …``). Each command is an options
-dataclass with its ``run()`` (see :mod:`zoo._cli`)."""
+"""The ``zoo`` command line: the core's commands (``zoo list``, ``zoo publish`` ...), ``zoo convert METHOD`` and each
+method's own (``zoo chess ...``); each command is an options dataclass with its ``run()`` (see :mod:`zoo._cli`)."""
 
 from __future__ import annotations
 
@@ -11,27 +10,24 @@ import sys
 from typing import Sequence
 
 from zoo import registry
-from zoo._cli import ArgumentParser, Commands, ModelOptions, Options, arg, load_model, option, print_json, rest
+from zoo._cli import ArgumentParser, Commands, ModelOptions, Options, arg, load_model, option, print_json, rest, table
 from zoo.card import CARD_SUMMARY, load_card
 from zoo.errors import ZooError
 from zoo.io import human_bytes, storage_error
 
 
 # ----------------------------------------------------------------------------- tables
-def _table(rows: list[list[str]], header: list[str]) -> str:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
-    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
+def _stated_size(size: int | None) -> str:
+    """The official files' size as their sources state it (approximate), or "?"."""
+    return f"~{human_bytes(size)}" if size else "?"
 
 
 def _entry_size(entry: registry.ModelEntry) -> str:
-    """The zoo repo's size; for an unreleased entry, the official files' size where known ("~" when stated)."""
+    """The zoo repo's size; for an unreleased entry, the official files' size where known, else as stated."""
     if entry.files:
         return human_bytes(sum(f.size for f in entry.files))
     sizes = [f.size for f in entry.upstream]
-    if None not in sizes:
-        return human_bytes(sum(sizes))
-    return f"~{human_bytes(entry.download_size)}" if entry.download_size else "?"
+    return _stated_size(entry.download_size) if None in sizes else human_bytes(sum(sizes))
 
 
 def model_table(pattern: str | None = None, method: str | None = None, markdown: bool = False) -> str:
@@ -47,7 +43,7 @@ def model_table(pattern: str | None = None, method: str | None = None, markdown:
         rows.append([name, e.method, where(e), _entry_size(e), metrics or "-"])
     header = ["name", "method", "source", "size", "metrics"]
     if not markdown:
-        return _table(rows, header) if rows else "no models match"
+        return table(rows, header) if rows else "no models match"
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     out += ["| " + " | ".join([f"`{r[0]}`", *r[1:]]) + " |" for r in rows]
     return "\n".join(out)
@@ -65,8 +61,8 @@ class List(Options):
     json: bool = option(False, "print names as JSON")
 
     def run(self) -> None:
-        names = registry.list_models(self.pattern, self.method)
-        print(json.dumps(names) if self.json else model_table(self.pattern, self.method))
+        print(json.dumps(registry.list_models(self.pattern, self.method)) if self.json
+              else model_table(self.pattern, self.method))
 
 
 @core.command("info", "show a model's catalog entry")
@@ -91,14 +87,13 @@ class Info(Options):
                 print(f"{key}:\n" + "\n".join(f"  {k}: {v}" for k, v in info[key].items()))
         if info["files"]:
             print(f"files (the zoo repo, {'at commit ' + info['revision'] if info['revision'] else 'on main'}):")
-            print(_table([[f["path"], human_bytes(f["size"]), f["sha256"]] for f in info["files"]],
-                         ["path", "size", "sha256"]))
+            print(table([[f["path"], human_bytes(f["size"]), f["sha256"]] for f in info["files"]],
+                        ["path", "size", "sha256"]))
         if info["upstream"]:
             print(f"upstream files (converted by {info['converter']}{'' if info['files'] else ' on first load'}):")
-            approx = f"~{human_bytes(info['download_size'])}" if info["download_size"] else "?"
-            print(_table([[f["path"], human_bytes(f["size"]) if f["size"] else approx,
-                           f["sha256"] or "(pinned on first download)", f["url"]] for f in info["upstream"]],
-                         ["path", "size", "sha256", "url"]))
+            print(table([[f["path"], human_bytes(f["size"]) if f["size"] else _stated_size(info["download_size"]),
+                          f["sha256"] or "(pinned on first download)", f["url"]] for f in info["upstream"]],
+                        ["path", "size", "sha256", "url"]))
 
 
 @core.command("download", "fetch and verify a model's files; print their folder")
@@ -149,7 +144,7 @@ class Publish(HubOptions):
         except ValueError:
             raise SystemExit(f"--dtype {self.dtype!r} is not a floating torch dtype; use e.g. bfloat16 or "
                              "float16") from None
-        src = zoo.load(self.source)  # a catalog name, a repo, or a Lightning .ckpt of a zoo module
+        src = zoo.load(self.source)
         if dtype is not None:
             src = src.store_as_(dtype)
         result = zoo.publish(src, self.repo, card=card, endpoint=self.endpoint, token=self.token, private=self.private,
@@ -157,8 +152,8 @@ class Publish(HubOptions):
         print(f"repo   {result['repo']}")
         if result["commit"]:
             print(f"commit {result['commit']}  (pin this as the catalog entry's revision)")
-        print(_table([[n, f["sha256"], str(f["size"])] for n, f in result["files"].items()],
-                     ["file", "sha256", "bytes"]))
+        print(table([[n, f["sha256"], str(f["size"])] for n, f in result["files"].items()],
+                    ["file", "sha256", "bytes"]))
 
 
 @core.command("train", "run a recipe (LightningCLI YAML) from scratch")
@@ -208,7 +203,7 @@ class Recipe(Options):
 
 @core.command("release", "publish catalog models to their Hub homes and write their pins back")
 class Release(HubOptions):
-    names: list[str] | None = arg("catalog names (default: every entry)", None, nargs="*")
+    names: list[str] | None = arg("catalog names (default: every entry)", None)
     dry_run: bool = option(False, "list each entry's Hub home, pins and action; change nothing")
     json: bool = option(False, "with --dry-run: print the plan as JSON")
     pins_out: str | None = option(None, "write the pins to this JSON file instead of each method's pins.json")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from zoo._cli import Commands, Options, arg, option, print_json
+from zoo._cli import Commands, Options, arg, option, print_json, table
 
 bitdelta = Commands("bitdelta", "BitDelta: compress, distil, evaluate and serve 1-bit fine-tune deltas")
 register_cli = bitdelta.register_cli
@@ -16,8 +16,6 @@ _TOKENIZER = ("'bytes' or a tokenizer folder/repo (default: the base's own: byte
 
 
 class PairOptions(Options):
-    """A base, its fine-tune, and the layers to compress."""
-
     base: str = option(help="zoo name, folder or HF repo id of the base")
     finetune: str = option(help="zoo name, folder, HF repo id or zoo finetune .ckpt of the fine-tune")
     select: list[str] | None = option(None, "'official' (the paper's rule: *proj* children of mlp/self_attn), 'auto' "
@@ -115,10 +113,9 @@ class Eval(Options):
         if self.json:
             print_json(results)
             return
-        print(f"{'model':10s} {'ppl':>10s} {'nll':>8s} {'tokens':>8s}")
-        for name in ("base", "finetune", "bitdelta"):
-            if r := results.get(name):
-                print(f"{name:10s} {r['ppl']:10.4f} {r['nll']:8.4f} {r['tokens']:8d}")
+        rows = [[name, f"{r['ppl']:.4f}", f"{r['nll']:.4f}", str(r["tokens"])]
+                for name in ("base", "finetune", "bitdelta") if (r := results.get(name))]
+        print(table(rows, ["model", "ppl", "nll", "tokens"]))
         if a := results.get("agreement"):
             print(f"logit agreement with the fine-tune: mse {a['mse']:.3e}, max |diff| {a['max_abs']:.3e}, "
                   f"KL {a['kl']:.3e} nats/token, top-1 {a['top1']:.4f}")

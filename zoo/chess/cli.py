@@ -38,8 +38,6 @@ class MakeData(Options):  # and DataConfig's fields (python-chess: imported only
 
 
 class Engine(Options):
-    """The model as an engine."""
-
     name: str = arg("catalog name (e.g. chess-9m) or a zoo repo folder")
     device: str = option("cpu", "torch device")
     threads: int | None = option(None, "torch CPU threads (default: torch's)")

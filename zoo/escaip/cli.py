@@ -44,9 +44,9 @@ class Symmetry(Options):
     json: str | None = option(None, "also write the report to this JSON file")
 
     def run(self) -> None:
-        from zoo.escaip.symmetry import format_report, symmetry_report
-
         import ase.io
+
+        from zoo.escaip.symmetry import format_report, symmetry_report
 
         structures = ase.io.read(self.structures, index=":") if self.structures else None
         report = symmetry_report(load_model(self), structures, n_rotations=self.rotations,

@@ -13,16 +13,16 @@ register_cli = rcg.register_cli
 
 
 def save_grid(images, path: str | Path, nrow: int | None = None) -> None:
-    """Write (B, 3, H, W) images in [0, 1] as one PNG grid (atomically)."""
+    """Write (B, 3, H, W) images in [0, 1] as one PNG grid (atomically), a square one unless ``nrow`` is given."""
     import math
 
     from torchvision.utils import save_image
 
     from zoo.io import atomic_path
 
-    nrow = nrow or max(1, math.ceil(math.sqrt(images.shape[0])))
     with atomic_path(path) as tmp:
-        save_image(images.float().clamp(0, 1).cpu(), str(tmp), nrow=nrow, padding=2, format="png")
+        save_image(images.float().clamp(0, 1).cpu(), str(tmp), nrow=nrow or max(1, math.ceil(math.sqrt(len(images)))),
+                   format="png")
 
 
 def _labels(text: str | None, n: int):
@@ -82,8 +82,6 @@ class Tokenizer(ModelOptions):
 
 
 class Pipeline(Tokenizer):
-    """A pipeline to sample from, and how."""
-
     name: str = arg("catalog name (e.g. rcg-imagenet256) or a local rcg-pipeline repo folder")
     cfg: float | None = option(None, "classifier-free guidance scale (linearly ramped); default: the model's")
     rdm_steps: int | None = option(None, "DDIM steps of the representation diffusion model")
@@ -100,8 +98,8 @@ class Pipeline(Tokenizer):
 
     def sampling(self) -> dict:
         """The sampling options given (the rest: the model's defaults)."""
-        keys = ("cfg", "rdm_steps", "steps", "temperature", "eta")
-        return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
+        return {k: getattr(self, k) for k in ("cfg", "rdm_steps", "steps", "temperature", "eta")
+                if getattr(self, k) is not None}
 
 
 @rcg.command("sample", "sample images into a PNG grid")
@@ -127,14 +125,14 @@ class Reconstruct(Pipeline):
                                "model's size (without it, such an image is an error, as in RCGPipeline.reconstruct)")
 
     def run(self) -> None:
-        import numpy as np
         import torch
+        from torchvision.transforms.functional import to_tensor
 
         pictures = read_images(self.images)  # before the model loads: a wrong file fails at once
         model = self.load()
         size = model.image_size  # a property, so that a BitDelta of the pipeline has it too
-        batch = torch.stack([torch.from_numpy(np.array(fit_size(path, img, size, self.center_crop))).permute(2, 0, 1)
-                             for path, img in zip(self.images, pictures)]).float() / 255
+        batch = torch.stack([to_tensor(fit_size(path, img, size, self.center_crop))
+                             for path, img in zip(self.images, pictures)])
         out = model.reconstruct(batch, seed=self.seed, **self.sampling())
         save_grid(torch.cat([batch, out.cpu()]), self.out, nrow=len(pictures))
         print(f"wrote {self.out}: inputs (top row) and generations from their representations (bottom row)")
@@ -162,8 +160,6 @@ class Eval(Pipeline):
 
 
 class Images(Options):
-    """Real images: a folder, or a Fashion-MNIST split."""
-
     folder: str | None = arg("folder of real images", None)
     fashion_mnist: Literal["train", "test"] | None = option(None, "use this Fashion-MNIST split instead")
     root: str = option("/usr/share/datasets/fashion-mnist", "Fashion-MNIST idx folder")
@@ -222,8 +218,7 @@ def _reference_batches(o: RefStats):
 
     if o.fashion_mnist is None:
         return str(o.folder), iter_image_folder(o.folder, o.batch_size)
-    images = _fashion_mnist(o)
-    return f"fashion-mnist:{o.fashion_mnist}", (images[i:i + o.batch_size] for i in range(0, len(images), o.batch_size))
+    return f"fashion-mnist:{o.fashion_mnist}", _fashion_mnist(o).split(o.batch_size)
 
 
 @rcg.command("ref-stats", "FID reference statistics (mu/sigma .npz) of a folder of images")
