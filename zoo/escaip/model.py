@@ -607,6 +607,8 @@ def head_type(spec: dict[str, Any]) -> str:
 
 
 # ============================================================================= the whole model
+SLOT_MARGIN = 2  # neighbour slots a compiled graph keeps beyond the most any atom kept when it was measured
+
 class EScAIP(nn.Module):
     """fairchem's HydraModel layout: ``backbone`` + ``output_heads`` (one per configured head, sorted by name).
 
@@ -651,14 +653,27 @@ class EScAIP(nn.Module):
 
     def compile_inference(self) -> None:
         """Run inference (not training) through ``torch.compile`` (inductor: fused C++ kernels, the backward of a
-        gradient-force model included) with static shapes: every neighbour row padded to ``knn_pad_size`` slots.
-        Each new atom count compiles once (minutes; inductor's on-disk FX graph cache makes a later process's
-        compile of the same shapes seconds), so it pays off for MD of a fixed system over thousands of steps."""
-        self._compiled_outputs = torch.compile(self._padded_outputs, dynamic=False)
+        gradient-force model included) with static shapes. Each system's first call runs eagerly and measures the
+        slots its atoms keep; later calls pad every row to that many plus ``SLOT_MARGIN`` (a multiple of 4, at
+        most ``knn_pad_size``). A call where an atom keeps more runs eagerly and widens the system's slots. Each
+        new shape compiles once (minutes; inductor's on-disk FX graph cache makes a later process's compile of
+        the same shapes seconds), so it pays off for MD of a fixed system over thousands of steps."""
+        self._compiled_outputs = torch.compile(self._outputs, dynamic=False)
+        self._compiled_slots: dict[tuple[int, int], int] = {}  # (atoms, table width) -> slots of the compiled graph
 
-    def _padded_outputs(self, pos: Tensor, cell: Tensor, atomic_numbers: Tensor, table: CandidateTable,
-                        n_sys: int) -> dict[str, Tensor]:
-        return self._outputs(pos, cell, atomic_numbers, table, n_sys, slots=self.cfg.knn_pad_size)
+    def _inference_outputs(self, pos: Tensor, cell: Tensor, atomic_numbers: Tensor, table: CandidateTable,
+                           n_sys: int) -> dict[str, Tensor]:
+        """``_outputs`` through the compiled graph with the system's slots (``compile_inference``)."""
+        system = (len(pos), table.width)
+        slots = self._compiled_slots.get(system)
+        if slots is not None:
+            out = self._compiled_outputs(pos, cell, atomic_numbers, table, n_sys, slots)
+            if int(out["n_kept"].max()) <= slots:
+                return out
+        out = self._outputs(pos, cell, atomic_numbers, table, n_sys)
+        need = -(-(int(out["n_kept"].max()) + SLOT_MARGIN) // 4) * 4
+        self._compiled_slots[system] = max(slots or 0, min(need, self.cfg.knn_pad_size, table.width))
+        return out
 
     def _outputs(self, pos: Tensor, cell: Tensor, atomic_numbers: Tensor, table: CandidateTable, n_sys: int,
                  slots: int | None = None) -> dict[str, Tensor]:
@@ -696,9 +711,8 @@ class EScAIP(nn.Module):
         if table is None:
             table = candidate_table(pos, cell, pbc, natoms, self.cfg.graph)
         outputs = self._outputs
-        compiled = getattr(self, "_compiled_outputs", None)
-        if compiled is not None and not (self.training or create_graph):
-            outputs = compiled
+        if hasattr(self, "_compiled_outputs") and len(pos) and not (self.training or create_graph):
+            outputs = self._inference_outputs
         if not self.gradient:
             out = outputs(pos, cell, atomic_numbers, table, n_sys)
             check_slots(out.pop("n_kept"), self.cfg.graph)
