@@ -67,8 +67,8 @@ def test_compiled_inference_equals_eager(official_repos):
     compiled = compiled_model.as_calculator(compile=True)
     model = compiled_model.model
     calls = []
-    graph = model._compiled_outputs
-    model._compiled_outputs = lambda *args: calls.append(args[-1]) or graph(*args)
+    graph = model._compiled
+    model._compiled = lambda *args: calls.append(args[-1]) or graph(*args)
     slab = bulk("Cu", "fcc", a=3.61, cubic=True).repeat((2, 2, 1))
     slab.rattle(0.05, seed=0)
     rng = np.random.default_rng(0)
