@@ -21,12 +21,14 @@ MD run), several times, and reports medians; ratios are of medians taken in the 
     python benchmarks/bench_escaip_md.py --compile       # also the compiled zoo engine
     python benchmarks/bench_escaip_md.py --sizes 21 --repeats 30
     python benchmarks/bench_escaip_md.py --scaling       # forward time of the small config, 1,000-4,000 atoms
+    python benchmarks/bench_escaip_md.py --floor         # matrix-product FLOPs per call: the compute floor
     python benchmarks/bench_escaip_md.py --torchsim 32 2000   # batched NVE with TorchSim: drift, throughput
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import time
@@ -334,6 +336,52 @@ def scaling(repeats: int) -> None:
     print(f"  forward time grows as atoms^{slope:.2f} from {n[0]} to {n[-1]} atoms")
 
 
+def compute_floor(model_name: str, sizes, repeats: int) -> None:
+    """How far each call is from what its arithmetic alone costs: the matrix-product FLOPs of one energy+forces
+    call (torch's FlopCounterMode: mm, bmm, addmm, forward and backward) over this thread's rate on the model's own
+    largest product shapes, timed here. No implementation of the same network can run the call faster than that."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    import zoo
+    from zoo.escaip.data import atoms_to_batch
+
+    module = zoo.load(model_name)
+    cfg = module.cfg
+    rows = 336  # atoms x slots of a 21-atom molecule (16 slots): the products' row count there
+    shapes = [(rows, cfg.hidden_size, 3 * cfg.hidden_size), (rows, cfg.hidden_size, cfg.hidden_size),
+              (rows, cfg.hidden_size * cfg.ffn_hidden_layer_multiplier, cfg.hidden_size), (4096, 1024, 1024)]
+    rates = []
+    for m, k, n in shapes:
+        a, b = torch.randn(m, k), torch.randn(k, n)
+        calls = max(1, int(2e9 / (2 * m * k * n)))  # ~1 s of work at 2 GFLOP/s
+        best = math.inf
+        for _ in range(3):
+            start = time.perf_counter()
+            for _ in range(calls):
+                torch.mm(a, b)
+            best = min(best, (time.perf_counter() - start) / calls)
+        rates.append(2 * m * k * n / best)
+    print(f"\nCompute floor of {model_name}: single-thread sgemm "
+          + ", ".join(f"{m}x{k}@{k}x{n} {r / 1e9:.0f}" for (m, k, n), r in zip(shapes, rates)) + " GFLOP/s")
+    model_rate = max(rates[:3])  # the model's own shapes, at their best
+    print(f"{'atoms':>5} | {'GFLOP/call':>10} | {'floor ms':>8} | {'eager ms':>8} | eager/floor")
+    for n, atoms in systems(sizes).items():
+        batch = atoms_to_batch([atoms])
+        with FlopCounterMode(display=False) as counter:
+            module.predict(batch)
+        flops = counter.get_total_flops()
+        module.predict(batch)  # warm-up
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            module.predict(batch)
+            times.append(time.perf_counter() - start)
+        floor_ms, eager_ms = flops / model_rate * 1e3, statistics.median(times) * 1e3
+        print(f"{n:>5} | {flops / 1e9:>10.3f} | {floor_ms:>8.2f} | {eager_ms:>8.2f} | {eager_ms / floor_ms:.1f}",
+              flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="escaip-qm9-xtb")
@@ -348,6 +396,8 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true", help="also the zoo through torch.compile (zooc)")
     parser.add_argument("--scaling", action="store_true",
                         help="only the forward-time scaling of the small config, 1,000 to 4,000 atoms")
+    parser.add_argument("--floor", action="store_true",
+                        help="only the compute floor: matrix-product FLOPs per call over this thread's sgemm rate")
     parser.add_argument("--torchsim", type=int, nargs=2, metavar=("MOLECULES", "STEPS"),
                         help="only a batched TorchSim NVE run (e.g. 32 2000; needs torch-sim-atomistic)")
     args = parser.parse_args()
@@ -358,6 +408,12 @@ def main() -> None:
 
         torch.set_num_threads(1)
         torchsim_nve(args.model, *args.torchsim)
+        return
+    if args.floor:
+        import torch
+
+        torch.set_num_threads(1)
+        compute_floor(args.model, args.sizes, args.repeats)
         return
     if args.scaling:
         import torch

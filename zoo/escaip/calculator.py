@@ -37,6 +37,7 @@ class EScAIPCalculator(Calculator):
         if module.model.gradient:
             props.append("stress")
         self.implemented_properties = props
+        self.compiled = compile
         if compile:
             module.model.compile_inference()
 
@@ -53,20 +54,20 @@ class EScAIPCalculator(Calculator):
     def _candidates(self, batch):
         """The structure's neighbour candidates: from the skin table while it holds, else a fresh search. The skin
         table is built on the second call on one system (a new structure each call, as in a loop over an
-        ensemble, gains nothing from it)."""
+        ensemble, gains nothing from it), or on the first with ``compile=True`` (one compiled shape per system)."""
         cfg = self.module.cfg.graph
         pos, cell, pbc, numbers = batch["pos"], batch["cell"], batch["pbc"], batch["atomic_numbers"]
-        previous = self._skin_table
         system = (cell, pbc, numbers)
-        if previous is not None and all(torch.equal(a, b) for a, b in zip(system, previous[2:])):
-            table, built_at = previous[:2]
-            if table is not None and float((pos - built_at).norm(dim=1).max()) < self.skin / 2:
-                return nearest_candidates(pos, cell, table, cfg)
-            if self.skin > 0:
-                self._skin_table = (candidate_table(pos, cell, pbc, batch["natoms"], cfg, self.skin), pos, *system)
-        else:
-            self._skin_table = (None, pos, *system)
-        return candidate_table(pos, cell, pbc, batch["natoms"], cfg)  # exact: near-ties in the order of a search
+        previous = self._skin_table
+        same_system = previous is not None and all(torch.equal(a, b) for a, b in zip(system, previous[2:]))
+        if same_system and previous[0] is not None and float((pos - previous[1]).norm(dim=1).max()) < self.skin / 2:
+            return nearest_candidates(pos, cell, previous[0], cfg)
+        if self.skin > 0 and (same_system or self.compiled):
+            table = candidate_table(pos, cell, pbc, batch["natoms"], cfg, self.skin)
+            self._skin_table = (table, pos, *system)
+            return nearest_candidates(pos, cell, table, cfg)
+        self._skin_table = (None, pos, *system)
+        return candidate_table(pos, cell, pbc, batch["natoms"], cfg)
 
     def calculate_many(self, images, properties=("energy", "forces"), max_atoms: int = 4096) -> list[dict]:
         """The results of many structures (an ensemble, replicas, a trajectory's frames) in few forward passes of

@@ -302,14 +302,17 @@ def nearest_candidates(pos: Tensor, cell: Tensor, table: CandidateTable, cfg: Gr
     """The table ``candidate_table`` finds at ``pos``, from one built with a skin where no atom has moved more than
     half the skin since (each pair's distance changed by less than the skin): the candidates within the search
     radius, per row the T nearest, sorted by distance. Tied distances may come in another order (the graph is the
-    same up to float rounding). Its width is the largest T, a fixed shape for a given system."""
+    same up to float rounding). Its width is the largest T whatever the skin table holds, a fixed shape for a given
+    system, so a compiled model sees one shape across rebuilds of the skin table."""
     disp = pos.double()[table.nbr] - pos.double()[:, None] + torch.einsum(
         "nwa,nab->nwb", table.shift.double(), cell.double()[table.batch])
     sq = (disp * disp).sum(-1)
     key = torch.where(table.valid & (sq <= cfg.search_radius**2), sq, math.inf)
-    width = min(key.shape[1], table.width)
-    order = torch.argsort(key, dim=1, stable=True)[:, :width]
-    valid = torch.isfinite(key.gather(1, order)) & (torch.arange(width, device=pos.device) < table.limit[:, None])
+    if key.shape[1] < table.width:  # the width of the system, whatever the skin table holds: no new shapes
+        key = torch.cat([key, key.new_full((len(key), table.width - key.shape[1]), math.inf)], 1)
+    order = torch.argsort(key, dim=1, stable=True)[:, :table.width]
+    valid = torch.isfinite(key.gather(1, order)) & (torch.arange(table.width, device=pos.device) < table.limit[:, None])
+    order = torch.where(valid, order, 0)  # padded columns point at column 0, masked
     order3 = order[..., None].expand(-1, -1, 3)
     return CandidateTable(torch.where(valid, table.nbr.gather(1, order), 0),
                           torch.where(valid[..., None], table.image.gather(1, order3), 0), valid, table.limit,

@@ -607,6 +607,8 @@ def head_type(spec: dict[str, Any]) -> str:
 
 
 # ============================================================================= the whole model
+SLOT_MARGIN = 2  # neighbour slots a compiled graph keeps beyond the most any atom kept when it was measured
+
 class EScAIP(nn.Module):
     """fairchem's HydraModel layout: ``backbone`` + ``output_heads`` (one per configured head, sorted by name).
 
@@ -650,15 +652,63 @@ class EScAIP(nn.Module):
         return next(self.output_heads[n] for n, k in self.head_kinds.items() if k == kind)
 
     def compile_inference(self) -> None:
-        """Run inference (not training) through ``torch.compile`` (inductor: fused C++ kernels, the backward of a
-        gradient-force model included) with static shapes: every neighbour row padded to ``knn_pad_size`` slots.
-        Each new atom count compiles once (minutes; inductor's on-disk FX graph cache makes a later process's
-        compile of the same shapes seconds), so it pays off for MD of a fixed system over thousands of steps."""
-        self._compiled_outputs = torch.compile(self._padded_outputs, dynamic=False)
+        """Run inference (not training) through ``torch.compile`` with static shapes: inductor's fused C++ kernels,
+        with a gradient-force model's backward traced by ``torch.func.grad`` into the same graph as its forward.
+        Each system's first call runs eagerly and measures the slots its atoms keep; later calls pad every row to
+        that many plus ``SLOT_MARGIN`` (a multiple of 4, at most ``knn_pad_size``). A call where an atom keeps more
+        runs eagerly and widens the system's slots. Each new shape compiles once (minutes; inductor's on-disk FX
+        graph cache makes a later process's compile of the same shapes seconds), so it pays off for MD of a fixed
+        system over thousands of steps."""
+        self._compiled = torch.compile(self._one_pass, dynamic=False)
+        self._compiled_slots: dict[tuple[int, int], int] = {}  # (atoms, table width) -> slots of the compiled graph
 
-    def _padded_outputs(self, pos: Tensor, cell: Tensor, atomic_numbers: Tensor, table: CandidateTable,
-                        n_sys: int) -> dict[str, Tensor]:
-        return self._outputs(pos, cell, atomic_numbers, table, n_sys, slots=self.cfg.knn_pad_size)
+    def _compiled_inference(self, pos: Tensor, strain: Tensor | None, cell: Tensor, atomic_numbers: Tensor,
+                            table: CandidateTable, n_sys: int) -> tuple[dict[str, Tensor], tuple[Tensor, ...]]:
+        """``_eager``'s results through the compiled graph with the system's slots (``compile_inference``)."""
+        system = (len(pos), table.width)
+        slots = self._compiled_slots.get(system)
+        if slots is not None:
+            out, grads = self._compiled(pos, strain, cell, atomic_numbers, table, n_sys, slots)
+            if int(out["n_kept"].max()) <= slots:
+                return out, grads
+        out, grads = self._eager(pos, strain, cell, atomic_numbers, table, n_sys)
+        need = -(-(int(out["n_kept"].max()) + SLOT_MARGIN) // 4) * 4
+        self._compiled_slots[system] = max(slots or 0, min(need, self.cfg.knn_pad_size, table.width))
+        return out, grads
+
+    def _one_pass(self, pos: Tensor, strain: Tensor | None, cell: Tensor, atomic_numbers: Tensor,
+                  table: CandidateTable, n_sys: int, slots: int) -> tuple[dict[str, Tensor], tuple[Tensor, ...]]:
+        """``_eager`` for inference as one function of the inputs (``torch.func``), for ``torch.compile``."""
+        if not self.gradient:
+            return self._outputs(pos, cell, atomic_numbers, table, n_sys, slots), ()
+        argnums = (0,) if strain is None else (0, 1)
+        grads, (_, out) = torch.func.grad_and_value(self._strained_energy, argnums, has_aux=True)(
+            pos, strain, cell, atomic_numbers, table, n_sys, slots)
+        return out, grads
+
+    def _eager(self, pos: Tensor, strain: Tensor | None, cell: Tensor, atomic_numbers: Tensor, table: CandidateTable,
+               n_sys: int, create_graph: bool = False) -> tuple[dict[str, Tensor], tuple[Tensor, ...]]:
+        """``_outputs`` and, for gradient models, the energy's gradients (positions, and ``strain`` if given)."""
+        if not self.gradient:
+            return self._outputs(pos, cell, atomic_numbers, table, n_sys), ()
+        with torch.inference_mode(False), torch.enable_grad():
+            # clones: tensors made under the caller's inference mode take no gradient
+            pos = pos.clone().requires_grad_(True)
+            strain = None if strain is None else strain.clone().requires_grad_(True)
+            energy, out = self._strained_energy(pos, strain, cell.clone(), atomic_numbers, table, n_sys)
+            inputs = [pos] if strain is None else [pos, strain]
+            return out, torch.autograd.grad(energy, inputs, create_graph=create_graph)
+
+    def _strained_energy(self, pos: Tensor, strain: Tensor | None, cell: Tensor, atomic_numbers: Tensor,
+                         table: CandidateTable, n_sys: int, slots: int | None = None) -> tuple[Tensor, dict]:
+        """(total energy, ``_outputs``) with positions and cell strained by the symmetric part of ``strain`` (G, 3,
+        3), a per-system displacement gradient taken at zero, whose gradient gives the stress."""
+        if strain is not None:
+            sym = 0.5 * (strain + strain.transpose(1, 2))
+            pos = pos + torch.einsum("na,nab->nb", pos, sym[table.batch])
+            cell = cell + cell @ sym
+        out = self._outputs(pos, cell, atomic_numbers, table, n_sys, slots)
+        return out["energy"].sum(), out
 
     def _outputs(self, pos: Tensor, cell: Tensor, atomic_numbers: Tensor, table: CandidateTable, n_sys: int,
                  slots: int | None = None) -> dict[str, Tensor]:
@@ -695,32 +745,15 @@ class EScAIP(nn.Module):
         n_sys = len(natoms)
         if table is None:
             table = candidate_table(pos, cell, pbc, natoms, self.cfg.graph)
-        outputs = self._outputs
-        compiled = getattr(self, "_compiled_outputs", None)
-        if compiled is not None and not (self.training or create_graph):
-            outputs = compiled
-        if not self.gradient:
-            out = outputs(pos, cell, atomic_numbers, table, n_sys)
-            check_slots(out.pop("n_kept"), self.cfg.graph)
-            return out
-
-        want_stress = self.cfg.regress_stress if stress is None else stress
-        with torch.inference_mode(False), torch.enable_grad():
-            pos = pos.clone().requires_grad_(True)
-            cell = cell.clone()
-            inputs = [pos]
-            if want_stress:
-                # strain both positions and cell by a symmetric per-system displacement gradient at zero
-                strain = torch.zeros(n_sys, 3, 3, dtype=dtype, device=pos.device, requires_grad=True)
-                sym = 0.5 * (strain + strain.transpose(1, 2))
-                pos_in = pos + torch.einsum("na,nab->nb", pos, sym[table.batch])
-                cell_in = cell + cell @ sym
-                inputs.append(strain)
-            else:
-                pos_in, cell_in = pos, cell
-            out = outputs(pos_in, cell_in, atomic_numbers, table, n_sys)
-            grads = torch.autograd.grad(out["energy"].sum(), inputs, create_graph=create_graph or self.training)
+        want_stress = self.gradient and (self.cfg.regress_stress if stress is None else stress)
+        strain = torch.zeros(n_sys, 3, 3, dtype=dtype, device=pos.device) if want_stress else None
+        if hasattr(self, "_compiled") and len(pos) and not (self.training or create_graph):
+            out, grads = self._compiled_inference(pos, strain, cell, atomic_numbers, table, n_sys)
+        else:
+            out, grads = self._eager(pos, strain, cell, atomic_numbers, table, n_sys, create_graph or self.training)
         check_slots(out.pop("n_kept"), self.cfg.graph)
+        if not self.gradient:
+            return out
         out["forces"] = -grads[0]
         if want_stress:
             volume = torch.linalg.det(cell).abs()  # 0 for molecules: their stress is reported as 0
