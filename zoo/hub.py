@@ -23,10 +23,10 @@ from typing import Iterator
 from filelock import FileLock
 
 from zoo._download import fetch_upstream
-from zoo._hub_errors import hub_errors
+from zoo._hub_errors import hub_errors, offline_error
 from zoo._hub_files import Done, Fail, NotCached, Retry, Verdict, cached, download_checked, in_hf_cache
 from zoo._hub_files import unreachable_hub
-from zoo._verify import file_pin, git_blob_id, home_unwritable, matches_server_claim, mismatch, verify_file
+from zoo._verify import file_pin, git_blob_id, home_unwritable, matches_server_claim, mismatch, remember, verify_file
 from zoo.errors import DownloadError, HubError, IntegrityError, OfflineError, RepoChangedError
 from zoo.io import atomic_path, check_space, write_json_atomic
 from zoo.registry import FileSpec, ModelEntry, get_entry
@@ -45,18 +45,6 @@ def where(entry: ModelEntry) -> str:
     if entry.released:
         return "embedded" if (embedded_hub_dir() / entry.name).is_dir() else "hub"
     return "upstream"
-
-
-def _offline_error(entry: ModelEntry, reason: str) -> OfflineError:
-    # an installed zoo has no hub/ of a checkout to put a repo into: then the way is a mirror folder of one's own
-    mirror = (f"put the repo folder at {embedded_hub_dir() / entry.name}"
-              if os.environ.get("ZOO_HUB") or embedded_hub_dir().is_dir()
-              else f"set ZOO_HUB to a mirror folder holding the repo as {entry.name}/")
-    return OfflineError(
-        f"model {entry.name!r} is not on this machine and cannot be downloaded ({reason}). It comes from the Hugging "
-        f"Face repo {entry.hub_repo}@{entry.revision or 'main'}. To get it: run `zoo download {entry.name}` on a "
-        f"machine with network and copy its HF cache to {hf_cache_root()} (or set ZOO_HF_CACHE to the copied "
-        f"folder); or {mirror}; or set ZOO_HF_ENDPOINT to a Hub mirror; or pass a local repo folder to zoo.load(path).")
 
 
 @contextlib.contextmanager
@@ -120,15 +108,13 @@ def _fetch_hub(entry: ModelEntry) -> Path:
     revision = entry.revision or "main"
     with contextlib.suppress(NotCached):
         return _hub_snapshot(entry, revision, local_only=True)
-    if is_offline():
-        raise _offline_error(entry, "HF_HUB_OFFLINE is set")
     if (unreachable := unreachable_hub()) is not None:
-        raise _offline_error(entry, unreachable)
+        raise offline_error(entry, unreachable)
     _check_hub_space(entry, revision)
     try:
         return _hub_snapshot(entry, revision, local_only=False)
     except OfflineError as err:
-        raise _offline_error(entry, str(err)) from None
+        raise offline_error(entry, str(err)) from None
 
 
 # ----------------------------------------------------------------------------- any Hub repo (hf://)
@@ -156,8 +142,6 @@ def _hf_entry(repo_id: str, revision: str) -> ModelEntry:
         manifest = json.loads(last_seen.read_text())
     else:
         try:
-            if is_offline():
-                raise OfflineError("HF_HUB_OFFLINE is set")
             if (unreachable := unreachable_hub()) is not None:
                 raise OfflineError(unreachable)
             manifest = _resolve_manifest(repo_id, revision)
@@ -216,7 +200,9 @@ def _verified_regular_file(repo_id: str, path: str, commit: str, blob_id: str) -
     wrong = Retry(IntegrityError(f"hf://{repo_id}/{path}: git blob id of the downloaded bytes is not {blob_id} from "
                                  "the Hub, twice in a row; nothing was kept"))
     local = download_checked(repo_id, path, commit, lambda local: Done() if git_blob_id(local) == blob_id else wrong)
-    return file_pin(local)
+    pin = file_pin(local)
+    remember(local, pin["sha256"])  # the load that follows checks it against this pin without hashing again
+    return pin
 
 
 # ----------------------------------------------------------------------------- public
