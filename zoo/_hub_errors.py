@@ -103,7 +103,7 @@ def offline_error(entry: ModelEntry, reason: str) -> OfflineError:
         ways = (f"run `zoo download {entry.name}` on a machine with network and copy its HF cache to {hf_cache_root()} "
                 f"(or set ZOO_HF_CACHE to the copied folder); or {mirror}; or set ZOO_HF_ENDPOINT to a Hub mirror")
     else:
-        source = "the official upstream files"
-        ways = f"run `zoo download {entry.name}` with network, or place the official files in {downloads_dir(entry.name)}"
+        source, folder = "the official upstream files", downloads_dir(entry.name)
+        ways = f"run `zoo download {entry.name}` with network, or place the official files in {folder}"
     return OfflineError(f"model {entry.name!r} is not on this machine and cannot be downloaded ({reason}). It comes "
                         f"from {source}. To get it: {ways}; or pass a local repo folder to zoo.load(path).")

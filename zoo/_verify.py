@@ -6,7 +6,6 @@ against what the server announced for it (its ETag: an LFS sha256 or a git blob 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
@@ -110,10 +109,8 @@ def verify_file(path: Path, spec: FileSpec, *, delete_bad: bool) -> None:
 
 def delete_copy(path: Path) -> None:
     """Remove a cached file; for an HF snapshot symlink, remove the blob it points to as well."""
-    real = Path(os.path.realpath(path))
-    for p in {Path(path), real}:
-        with contextlib.suppress(FileNotFoundError):
-            p.unlink()
+    for p in {Path(path), Path(os.path.realpath(path))}:
+        p.unlink(missing_ok=True)
 
 
 def git_blob_id(path: Path) -> str:

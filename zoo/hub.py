@@ -52,18 +52,13 @@ def _lock(kind: str, key: str) -> Iterator[None]:
     """One lock per Hub repo (every model and manifest of that repo) or per upstream model, across processes; none
     where ZOO_HOME is read-only (the HF cache's own locks still guard its downloads)."""
     locks = zoo_home() / "locks"
-    lock: FileLock | None = FileLock(str(locks / f"{kind}--{key.replace('/', '--')}.lock"))
-    try:
-        locks.mkdir(parents=True, exist_ok=True)
-        lock.acquire()
-    except OSError as err:
-        home_unwritable(err)
-        lock = None
-    try:
+    with contextlib.ExitStack() as held:
+        try:
+            locks.mkdir(parents=True, exist_ok=True)
+            held.enter_context(FileLock(str(locks / f"{kind}--{key.replace('/', '--')}.lock")))
+        except OSError as err:
+            home_unwritable(err)
         yield
-    finally:
-        if lock is not None:
-            lock.release()
 
 
 # ----------------------------------------------------------------------------- pinned Hub repos
@@ -96,13 +91,6 @@ def _hub_snapshot(entry: ModelEntry, revision: str, *, local_only: bool) -> Path
     return snapshot
 
 
-def _check_hub_space(entry: ModelEntry, revision: str) -> None:
-    """Refuse, before downloading, the files of ``entry`` that are not cached when the HF cache's disk cannot hold
-    them."""
-    missing = [spec for spec in entry.files if not in_hf_cache(entry.hub_repo, spec.path, revision)]
-    check_space(hf_cache_root(), sum(spec.size or 0 for spec in missing), f"downloading {entry.name}")
-
-
 def _fetch_hub(entry: ModelEntry) -> Path:
     """A released entry from its Hub home: no network call when every pinned file is cached and intact."""
     revision = entry.revision or "main"
@@ -110,7 +98,8 @@ def _fetch_hub(entry: ModelEntry) -> Path:
         return _hub_snapshot(entry, revision, local_only=True)
     if (unreachable := unreachable_hub()) is not None:
         raise offline_error(entry, unreachable)
-    _check_hub_space(entry, revision)
+    missing = [spec for spec in entry.files if not in_hf_cache(entry.hub_repo, spec.path, revision)]
+    check_space(hf_cache_root(), sum(spec.size or 0 for spec in missing), f"downloading {entry.name}")
     try:
         return _hub_snapshot(entry, revision, local_only=False)
     except OfflineError as err:

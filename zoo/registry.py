@@ -23,13 +23,12 @@ __all__ = ["FileSpec", "ModelEntry", "MethodSpec", "UnknownModelError", "registe
            "get_method", "get_entry", "list_models", "info", "resolve_module_class", "import_object", "hub_org",
            "read_pins", "pins_path"]
 
-DEFAULT_HUB_ORG = "lightning-zoo"
 _HEX = frozenset("0123456789abcdef")
 
 
 def hub_org() -> str:
     """The Hugging Face org that holds the zoo's repos: ``$ZOO_HF_ORG``, default ``lightning-zoo``."""
-    return os.environ.get("ZOO_HF_ORG") or DEFAULT_HUB_ORG
+    return os.environ.get("ZOO_HF_ORG") or "lightning-zoo"
 
 
 def _is_hex(text: str | None, n: int) -> bool:
@@ -118,15 +117,12 @@ class ModelEntry:
 
 
 # ----------------------------------------------------------------------------- pins files
-PINS_NAME = "pins.json"
-
-
 def pins_path(package: str) -> Path:
     """``pins.json`` beside a catalog package (``zoo release`` writes it; the catalog reads it)."""
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         raise ValueError(f"{package!r} is not a package")
-    return Path(next(iter(spec.submodule_search_locations))) / PINS_NAME
+    return Path(next(iter(spec.submodule_search_locations))) / "pins.json"
 
 
 def read_pins(package: str) -> dict[str, dict[str, Any]]:
@@ -135,11 +131,8 @@ def read_pins(package: str) -> dict[str, dict[str, Any]]:
     if not path.exists():
         return {}
     raw = json.loads(path.read_text(encoding="utf-8"))
-    return {
-        name: {"files": tuple(FileSpec(f["path"], f["sha256"], f["size"]) for f in pin["files"]),
-               "revision": pin.get("revision")}
-        for name, pin in raw.items()
-    }
+    return {name: {"files": tuple(FileSpec(f["path"], f["sha256"], f["size"]) for f in pin["files"]),
+                   "revision": pin.get("revision")} for name, pin in raw.items()}
 
 
 @dataclass(frozen=True)
@@ -209,11 +202,9 @@ def discover() -> None:
 
 
 def get_method(name: str) -> MethodSpec:
-    discover()
-    try:
-        return _METHODS[name]
-    except KeyError:
-        raise KeyError(f"unknown method {name!r}; known methods: {', '.join(sorted(_METHODS)) or 'none'}") from None
+    if name not in methods():
+        raise KeyError(f"unknown method {name!r}; known methods: {', '.join(sorted(_METHODS)) or 'none'}")
+    return _METHODS[name]
 
 
 def methods() -> dict[str, MethodSpec]:
@@ -258,7 +249,6 @@ def list_models(pattern: str | None = None, method: str | None = None) -> list[s
 
 
 def info(name: str) -> dict[str, Any]:
-    """The catalog entry of ``name`` as a plain dict."""
     return get_entry(name).to_dict()
 
 

@@ -58,11 +58,7 @@ def _card_fields(entry: ModelEntry) -> dict[str, Any]:
 
 def _hub_license(text: str) -> str:
     """The Hub's license id for a catalog license text (the Hub accepts ids only)."""
-    lowered = text.lower()
-    for hub_id in ("apache-2.0", "cc-by-4.0", "mit"):
-        if lowered.startswith(hub_id):
-            return hub_id
-    return "other"
+    return next((hub_id for hub_id in ("apache-2.0", "cc-by-4.0", "mit") if text.lower().startswith(hub_id)), "other")
 
 
 def _converted_folder(entry: ModelEntry, staging: Path) -> tuple[Path, dict[str, dict[str, Any]]]:

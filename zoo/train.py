@@ -41,17 +41,10 @@ def run_recipe(recipe: str | os.PathLike, overrides: Sequence[str] = (), *, init
         # the recipe and overrides come in `args`; sys.argv (`zoo train ...`) is never parsed, so Lightning's
         # warning about both being given does not apply
         warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
-        cli = LightningCLI(
-            ZooModule,
-            L.LightningDataModule,
-            subclass_mode_model=True,
-            subclass_mode_data=True,
-            # "omegaconf+": interpolations resolve after the command line, so overrides reach them
-            parser_kwargs={"parser_mode": "omegaconf+"},
-            save_config_kwargs={"overwrite": True},
-            args=["--config", str(recipe), *overrides],
-            run=False,
-        )
+        cli = LightningCLI(ZooModule, L.LightningDataModule, subclass_mode_model=True, subclass_mode_data=True,
+                           # "omegaconf+": interpolations resolve after the command line, so overrides reach them
+                           parser_kwargs={"parser_mode": "omegaconf+"}, save_config_kwargs={"overwrite": True},
+                           args=["--config", str(recipe), *overrides], run=False)
         if init_from is not None:
             _start_from(cli.model, init_from)
         if ckpt_path is None:
