@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from zoo.errors import IntegrityError
-from zoo.io import atomic_path, hash_file, sha256_file, storage_error
+from zoo.io import hash_file, sha256_file, storage_error, write_text_atomic
 from zoo.registry import FileSpec
 from zoo.settings import zoo_home
 
@@ -54,8 +54,7 @@ def remember(path: Path, sha256: str) -> None:
     """Mark ``path``, as it is now, as holding the bytes of ``sha256``: a later check of it hashes nothing."""
     marker, stamp = _mark(path)
     try:
-        with atomic_path(marker) as tmp:
-            tmp.write_text(f"{sha256} {stamp}")
+        write_text_atomic(marker, f"{sha256} {stamp}")
     except OSError as err:  # only a shortcut for the next load: a load goes on without it
         home_unwritable(err)
 

@@ -28,8 +28,8 @@ from zoo._hub_files import Done, Fail, NotCached, Retry, Verdict, cached, downlo
 from zoo._hub_files import unreachable_hub
 from zoo._verify import file_pin, git_blob_id, home_unwritable, matches_server_claim, mismatch, remember, verify_file
 from zoo.errors import DownloadError, HubError, IntegrityError, OfflineError, RepoChangedError
-from zoo.io import atomic_path, check_space, write_json_atomic
-from zoo.registry import FileSpec, ModelEntry, get_entry
+from zoo.io import check_space, write_json_atomic, write_text_atomic
+from zoo.registry import FileSpec, ModelEntry, get_entry, is_hex
 from zoo.settings import embedded_hub_dir, hf_cache_dir, hf_cache_root, hf_endpoint, is_offline, zoo_home
 
 __all__ = ["IntegrityError", "RepoChangedError", "OfflineError", "HubError", "DownloadError", "download", "fetch",
@@ -126,8 +126,7 @@ def _hf_entry(repo_id: str, revision: str) -> ModelEntry:
     manifests = zoo_home() / "manifests" / repo_id.replace("/", "--")
     ref_file = manifests / "refs" / revision
     last_seen = manifests / f"{ref_file.read_text().strip()}.json" if ref_file.exists() else None
-    is_commit = len(revision) == 40 and all(c in "0123456789abcdef" for c in revision)
-    if last_seen and (is_commit or is_offline()):  # a commit never moves
+    if last_seen and (is_hex(revision, 40) or is_offline()):  # a commit never moves
         manifest = json.loads(last_seen.read_text())
     else:
         try:
@@ -143,8 +142,7 @@ def _hf_entry(repo_id: str, revision: str) -> ModelEntry:
         else:
             write_json_atomic(manifests / f"{manifest['commit']}.json", manifest)
             for ref in {revision, manifest["commit"]}:
-                with atomic_path(manifests / "refs" / ref) as tmp:
-                    tmp.write_text(manifest["commit"])
+                write_text_atomic(manifests / "refs" / ref, manifest["commit"])
     files = tuple(FileSpec(f["path"], f["sha256"], f["size"]) for f in manifest["files"])
     return ModelEntry(name=f"hf://{repo_id}@{manifest['commit']}", method="", repo=repo_id,
                       revision=manifest["commit"], files=files)

@@ -19,7 +19,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from zoo.io import CONFIG_NAME, DEFAULT_SHARD_BYTES, atomic_path, load_state_dict, save_state_dict
-from zoo.io import DTYPES, dtype_name, folder_undone_on_failure, write_json_atomic
+from zoo.io import DTYPES, dtype_name, folder_undone_on_failure, write_json_atomic, write_text_atomic
 from zoo._lightning import L, PossibleUserWarning
 from zoo.card import check_card, load_card, render_card
 from zoo.convert import preview, safe_torch_load
@@ -351,8 +351,7 @@ class ZooModule(L.LightningModule):
             files = file_pins(folder, names)
             # the card shows what was written, not the in-memory module (a delta loads merged, stores bf16 tensors)
             written = json.loads((folder / CONFIG_NAME).read_text(encoding="utf-8"))["hparams"]
-            with atomic_path(folder / "README.md") as tmp:
-                tmp.write_text(render_card(self, files, card, config=written), encoding="utf-8")
+            write_text_atomic(folder / "README.md", render_card(self, files, card, config=written))
         return {**files, **file_pins(folder, ["README.md"])}
 
     def model_card_fields(self) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 __all__ = ["FileSpec", "ModelEntry", "MethodSpec", "UnknownModelError", "register_method", "register_model",
            "get_method", "get_entry", "list_models", "info", "resolve_module_class", "import_object", "hub_org",
-           "read_pins", "pins_path"]
+           "read_pins", "pins_path", "is_hex"]
 
 _HEX = frozenset("0123456789abcdef")
 
@@ -31,7 +31,7 @@ def hub_org() -> str:
     return os.environ.get("ZOO_HF_ORG") or "lightning-zoo"
 
 
-def _is_hex(text: str | None, n: int) -> bool:
+def is_hex(text: str | None, n: int) -> bool:
     return isinstance(text, str) and len(text) == n and set(text) <= _HEX
 
 
@@ -88,18 +88,18 @@ class ModelEntry:
         if not self.files and not self.upstream:
             raise ValueError(f"{where} lists no files: pin its repo's files, or name its upstream files")
         for f in self.files:
-            if not _is_hex(f.sha256, 64) or not isinstance(f.size, int) or f.url is not None:
+            if not is_hex(f.sha256, 64) or not isinstance(f.size, int) or f.url is not None:
                 raise ValueError(f"{where}: repo file {f.path!r} needs a 64-hex sha256 and a size (and no url)")
         if self.repo is not None and (self.repo.count("/") != 1 or not all(self.repo.split("/"))):
             raise ValueError(f"{where}: repo must be a Hub repo id 'owner/name', got {self.repo!r}")
-        if self.revision is not None and not _is_hex(self.revision, 40):
+        if self.revision is not None and not is_hex(self.revision, 40):
             raise ValueError(f"{where}: revision pins a commit: a 40-hex id, got {self.revision!r}")
         if self.upstream and not self.converter:
             raise ValueError(f"{where}: upstream files need a converter")
         for f in self.upstream:
             if not f.url or not f.url.startswith(("https://", "http://", "hf://", "file://")):
                 raise ValueError(f"{where}: upstream file {f.path!r} needs an https://, hf:// or file:// url")
-            if f.sha256 is not None and not _is_hex(f.sha256, 64):
+            if f.sha256 is not None and not is_hex(f.sha256, 64):
                 raise ValueError(f"{where}: upstream file {f.path!r} has a malformed sha256 {f.sha256!r}")
 
     @property
