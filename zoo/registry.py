@@ -8,7 +8,6 @@ Nothing here imports torch, so ``zoo.list_models()`` and ``zoo info`` stay fast.
 from __future__ import annotations
 
 import fnmatch
-import importlib
 import importlib.util
 import json
 import os
@@ -153,11 +152,7 @@ _discovered = False
 
 def import_object(path: str) -> Any:
     """Import ``"package.module:attr"``."""
-    module_name, _, attr = path.partition(":")
-    obj = importlib.import_module(module_name)
-    for part in attr.split(".") if attr else ():
-        obj = getattr(obj, part)
-    return obj
+    return pkgutil.resolve_name(path)
 
 
 def register_method(name: str, *, modules: dict[str, str], catalog: str | None = None, cli: str | None = None,
