@@ -62,10 +62,8 @@ def _lock(kind: str, key: str) -> Iterator[None]:
 
 
 # ----------------------------------------------------------------------------- pinned Hub repos
-def _hub_file(repo_id: str, spec: FileSpec, revision: str, *, local_only: bool) -> Path:
-    """One pinned file of a Hub repo, verified: from the HF cache, or downloaded (retried once if damaged)."""
-    if local_only:
-        return cached(repo_id, spec.path, revision, spec)
+def _hub_file(repo_id: str, spec: FileSpec, revision: str) -> Path:
+    """One pinned file of a Hub repo, downloaded and verified (downloaded once more if damaged)."""
 
     def check(local: Path) -> Verdict:
         if (message := mismatch(spec, local)) is None:
@@ -84,7 +82,8 @@ def _hub_file(repo_id: str, spec: FileSpec, revision: str, *, local_only: bool) 
 def _hub_snapshot(entry: ModelEntry, revision: str, *, local_only: bool) -> Path:
     snapshot = None
     for spec in entry.files:
-        local = _hub_file(entry.hub_repo, spec, revision, local_only=local_only)
+        local = (cached(entry.hub_repo, spec.path, revision, spec) if local_only
+                 else _hub_file(entry.hub_repo, spec, revision))
         if snapshot is None:
             snapshot = local.parents[len(Path(spec.path).parts) - 1]  # the snapshot folder holding spec.path
             revision = snapshot.name  # the commit a branch resolved to: every file comes from that one commit
