@@ -41,7 +41,7 @@ def _mark(path: Path) -> tuple[Path, str]:
             f"{st.st_size} {st.st_mtime_ns} {st.st_ino}")
 
 
-def remembered_sha256(path: Path) -> str | None:
+def _remembered_sha256(path: Path) -> str | None:
     """The sha256 of ``path`` if a check measured it and the file has not changed since, else None."""
     marker, stamp = _mark(path)
     if not marker.exists():
@@ -61,7 +61,7 @@ def remember(path: Path, sha256: str) -> None:
 
 def file_pin(path: Path) -> dict[str, Any]:
     """What a catalog entry pins of a file: ``{"sha256", "size"}`` (hashed unless remembered)."""
-    return {"sha256": remembered_sha256(path) or sha256_file(path), "size": path.stat().st_size}
+    return {"sha256": _remembered_sha256(path) or sha256_file(path), "size": path.stat().st_size}
 
 
 def file_pins(folder: Path, paths: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
@@ -78,7 +78,7 @@ def mismatch(spec: FileSpec, path: Path) -> str | None:
     size = path.stat().st_size
     if spec.size is not None and size != spec.size:
         got = f"size {size} bytes (expected {spec.size})"
-    elif remembered_sha256(path) == spec.sha256:
+    elif _remembered_sha256(path) == spec.sha256:
         return None
     elif (actual := sha256_file(path)) != spec.sha256:
         got = f"sha256 {actual}"

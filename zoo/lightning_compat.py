@@ -45,6 +45,10 @@ class EMAWeights(WeightAveraging):
         self.averaged = False  # the module holds the averaged weights and the AveragedModel the raw ones
         self._resume: dict[str, Any] | None = None
 
+    @property
+    def num_updates(self) -> int:
+        return int(self._average_model.n_averaged) - 1  # see on_train_start
+
     def setup(self, trainer, pl_module, stage: str) -> None:
         """Nothing yet: the average is built when training starts."""
 
@@ -86,7 +90,7 @@ class EMAWeights(WeightAveraging):
         target, average = getattr(pl_module, self.attribute), self._average_model.module
         raw, averaged = (average, target) if self.averaged else (target, average)
         checkpoint[EMA_CHECKPOINT_KEY] = {"raw": {n: p.detach().clone() for n, p in raw.named_parameters()},
-                                          "num_updates": int(self._average_model.n_averaged) - 1}  # see on_train_start
+                                          "num_updates": self.num_updates}
         checkpoint["state_dict"].update({f"{self.attribute}.{n}": p.detach().clone()
                                          for n, p in averaged.named_parameters()})
 
