@@ -209,10 +209,6 @@ class LazyTensor:
         return math.prod(int(d) for d in self.shape) * self.dtype.itemsize
 
 
-def _dtype_shape(t) -> tuple[Any, tuple[int, ...]]:
-    return (t.dtype, tuple(t.shape))
-
-
 _RELEASE_PAGES = contextvars.ContextVar("zoo_release_pages", default=False)
 _MADV_PAGEOUT = 21  # Linux >= 5.4: reclaim the range; clean file-backed pages are dropped, nothing is lost
 
@@ -256,7 +252,7 @@ def write_safetensors(tensors: dict, path: str | os.PathLike, metadata: dict[str
     header: dict = {"__metadata__": dict(sorted((metadata or {}).items()))} if metadata else {}
     offset = 0
     for key in order:
-        dtype, shape = _dtype_shape(tensors[key])
+        dtype, shape = tensors[key].dtype, tuple(tensors[key].shape)
         if dtype_name(dtype) not in DTYPES:
             raise TypeError(f"{key}: dtype {dtype} cannot be stored in safetensors")
         nbytes = tensors[key].nbytes
@@ -271,7 +267,7 @@ def write_safetensors(tensors: dict, path: str | os.PathLike, metadata: dict[str
         for key in order:
             value = tensors[key]
             t = value.load() if isinstance(value, LazyTensor) else value
-            if isinstance(value, LazyTensor) and _dtype_shape(t) != _dtype_shape(value):
+            if isinstance(value, LazyTensor) and (t.dtype, tuple(t.shape)) != (value.dtype, tuple(value.shape)):
                 raise ValueError(f"{key}: loaded {t.dtype} {tuple(t.shape)}, announced {value.dtype} {value.shape}")
             t = t.detach().to("cpu")
             c = t.contiguous()

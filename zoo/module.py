@@ -237,8 +237,7 @@ class ZooModule(L.LightningModule):
         if not issubclass(module_class, cls):
             raise TypeError(f"{path} holds a {module_class.__name__}, not a {cls.__name__}")
         model = module_class.from_state_dict(constructor_args(ckpt.get("hyper_parameters", {})), ckpt["state_dict"])
-        finish = getattr(model, "weights_from_checkpoint_", None)
-        if finish is not None:
+        if (finish := getattr(model, "weights_from_checkpoint_", None)) is not None:
             finish(ckpt)
         return model
 
