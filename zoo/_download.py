@@ -23,23 +23,16 @@ import urllib.request
 from dataclasses import replace
 from pathlib import Path
 
-from zoo._hub_errors import RETRY_STATUS
+from zoo._hub_errors import RETRY_STATUS, offline_error
 from zoo._hub_files import Done, Fail, NotCached, Retry, Verdict, cached, download_checked, in_hf_cache
 from zoo._hub_files import unreachable_hub
-from zoo._verify import file_pin, matches, matches_server_claim, verify_file
+from zoo._verify import file_pin, matches, matches_server_claim, remember, verify_file
 from zoo.errors import DownloadError, IntegrityError, OfflineError
 from zoo.io import check_space, folder_undone_on_failure, sha256_file, storage_errors, write_json_atomic
 from zoo.registry import FileSpec, ModelEntry, import_object
-from zoo.settings import is_offline, zoo_home
+from zoo.settings import OFFLINE_REASON, downloads_dir, is_offline, zoo_home
 
 DOWNLOAD_RETRIES = 4  # after the first try, with backoff 1, 2, 4, 8 s
-
-
-def _offline_error(entry: ModelEntry, reason: str) -> OfflineError:
-    return OfflineError(f"model {entry.name!r} is not on this machine and cannot be downloaded ({reason}). It comes "
-                        f"from the official upstream files. To get it: run `zoo download {entry.name}` with network, "
-                        f"or place the official files in {downloads_dir(entry)}; or pass a local "
-                        "repo folder to zoo.load(path).")
 
 
 class _FormFinder(html.parser.HTMLParser):
@@ -141,10 +134,12 @@ def _download_url(url: str, dest: Path, spec: FileSpec) -> None:
             retry_after = None
         time.sleep(_retry_pause(attempt, retry_after))
         attempt += 1
-    if spec.sha256 and (actual := sha256_file(part)) != spec.sha256:
+    actual = sha256_file(part)
+    if spec.sha256 and actual != spec.sha256:
         part.unlink()
         raise IntegrityError(f"{spec.path} from {url}: expected sha256 {spec.sha256}, got {actual}; nothing was kept")
     os.replace(part, dest)
+    remember(dest, actual)  # the check that follows, and a pin on first use, hash nothing again
 
 
 def _parse_hf_url(url: str) -> tuple[str, str, str]:
@@ -154,15 +149,10 @@ def _parse_hf_url(url: str) -> tuple[str, str, str]:
     return f"{owner}/{name}", revision or "main", path
 
 
-def downloads_dir(entry: ModelEntry) -> Path:
-    """Where the official files of ``entry`` that are not on the Hub are downloaded (or placed by hand)."""
-    return zoo_home() / "downloads" / entry.name
-
-
 def upstream_on_disk(entry: ModelEntry) -> bool:
     """Whether every official file of ``entry`` is on this machine already (no network call)."""
     return all(in_hf_cache(*_parse_hf_url(spec.url)) if spec.url.startswith("hf://")
-               else (downloads_dir(entry) / spec.path).exists() for spec in entry.upstream)
+               else (downloads_dir(entry.name) / spec.path).exists() for spec in entry.upstream)
 
 
 def _fetch_hf_upstream(entry: ModelEntry, spec: FileSpec) -> Path:
@@ -184,12 +174,12 @@ def _fetch_hf_upstream(entry: ModelEntry, spec: FileSpec) -> Path:
             f"{'the pinned sha256 ' + spec.sha256 if spec.sha256 else 'the hash the Hub announced'}, "
             "twice in a row; nothing was kept"))
 
-    if not is_offline() and (unreachable := unreachable_hub()) is not None:
+    if (unreachable := unreachable_hub()) is not None:
         try:  # the HF cache may hold the file still, from before its pin was recorded in ZOO_HOME
             return download_checked(repo_id, path, revision, check, local_only=True)
         except OfflineError:
             raise OfflineError(unreachable) from None
-    return download_checked(repo_id, path, revision, check, local_only=is_offline())
+    return download_checked(repo_id, path, revision, check)
 
 
 def _recorded_pin(entry: ModelEntry, spec: FileSpec, downloaded: Path | None = None) -> FileSpec:
@@ -214,12 +204,12 @@ def fetch_upstream(entry: ModelEntry) -> Path:
             try:
                 local = _fetch_hf_upstream(entry, spec)
             except OfflineError as err:
-                raise _offline_error(entry, str(err)) from None
+                raise offline_error(entry, str(err)) from None
         else:
-            local = downloads_dir(entry) / spec.path
+            local = downloads_dir(entry.name) / spec.path
             if not local.exists():
                 if is_offline():
-                    raise _offline_error(entry, "ZOO_OFFLINE/HF_HUB_OFFLINE is set")
+                    raise offline_error(entry, OFFLINE_REASON)
                 _download_url(spec.url, local, spec)
         spec = _recorded_pin(entry, spec, local)
         verify_file(local, spec, delete_bad=True)

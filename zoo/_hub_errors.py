@@ -1,6 +1,7 @@
 """Hub failures as zoo errors: what ``huggingface_hub`` raises (a missing repo or file, no access, a server fault,
 no network) becomes one :class:`~zoo.errors.HubError` or :class:`~zoo.errors.OfflineError` whose message names the
-repo and the fix, or a :class:`~zoo.errors.StorageError` when the HF cache's disk refuses a write."""
+repo and the fix, or a :class:`~zoo.errors.StorageError` when the HF cache's disk refuses a write. A catalog model
+that cannot be had now is one :func:`offline_error` saying how to get it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from typing import Iterator
 
 from zoo.errors import HubError, OfflineError
 from zoo.io import storage_error
-from zoo.settings import hf_cache_root, hf_endpoint
+from zoo.registry import ModelEntry
+from zoo.settings import downloads_dir, embedded_hub_dir, hf_cache_root, hf_endpoint
 
 RETRY_STATUS = {429, 500, 502, 503, 504}  # HTTP answers worth asking again, later
 _NETWORK_ERRORS = {"TransportError", "ConnectError", "NetworkError", "TimeoutException", "ConnectTimeout",
@@ -87,3 +89,21 @@ def hub_errors(repo_id: str, revision: str | None = None, path: str | None = Non
         raise translated from None
     finally:
         client_log.setLevel(level)
+
+
+def offline_error(entry: ModelEntry, reason: str) -> OfflineError:
+    """The error for a catalog model that is not on this machine and cannot be downloaded now (``reason``): where it
+    comes from, and every way to get it."""
+    if entry.released:
+        # an installed zoo has no hub/ of a checkout to put a repo into: then the way is a mirror folder of one's own
+        mirror = (f"put the repo folder at {embedded_hub_dir() / entry.name}"
+                  if os.environ.get("ZOO_HUB") or embedded_hub_dir().is_dir()
+                  else f"set ZOO_HUB to a mirror folder holding the repo as {entry.name}/")
+        source = f"the Hugging Face repo {entry.hub_repo}@{entry.revision or 'main'}"
+        ways = (f"run `zoo download {entry.name}` on a machine with network and copy its HF cache to {hf_cache_root()} "
+                f"(or set ZOO_HF_CACHE to the copied folder); or {mirror}; or set ZOO_HF_ENDPOINT to a Hub mirror")
+    else:
+        source, folder = "the official upstream files", downloads_dir(entry.name)
+        ways = f"run `zoo download {entry.name}` with network, or place the official files in {folder}"
+    return OfflineError(f"model {entry.name!r} is not on this machine and cannot be downloaded ({reason}). It comes "
+                        f"from {source}. To get it: {ways}; or pass a local repo folder to zoo.load(path).")

@@ -13,7 +13,7 @@ from zoo._hub_errors import hub_errors
 from zoo._verify import delete_copy, matches
 from zoo.errors import IntegrityError, OfflineError
 from zoo.registry import FileSpec
-from zoo.settings import hf_cache_dir, hf_endpoint
+from zoo.settings import OFFLINE_REASON, hf_cache_dir, hf_endpoint, is_offline
 
 
 class NotCached(Exception):
@@ -90,15 +90,17 @@ def download_checked(repo_id: str, path: str, revision: str, check: Callable[[Pa
 
 
 def unreachable_hub() -> str | None:
-    """Why the Hub cannot be reached now, from one connection attempt; None when it can, or when a proxy is set (it
-    may reach what this machine cannot). With no network huggingface_hub retries each file for about 25 s (pauses
-    of 1, 2, 4, 8 and 8 s) before giving up."""
+    """Why the Hub cannot be reached now: offline mode, or one failed connection attempt; None when it can, or when a
+    proxy is set (it may reach what this machine cannot). With no network huggingface_hub retries each file for about
+    25 s (pauses of 1, 2, 4, 8 and 8 s) before giving up."""
     import socket
     import urllib.request
     from urllib.parse import urlsplit
 
     from huggingface_hub import constants
 
+    if is_offline():
+        return OFFLINE_REASON
     if urllib.request.getproxies():
         return None
     endpoint = hf_endpoint() or constants.ENDPOINT

@@ -108,8 +108,6 @@ def _import_lightning():
 
 
 # ----------------------------------------------------------------------------- torch._dynamo, deferred until imported
-
-
 def _real_dynamo() -> types.ModuleType | None:
     module = sys.modules.get("torch._dynamo")
     return None if module is None or isinstance(module, _DynamoStandIn) else module
@@ -131,10 +129,8 @@ class _DeferredOptimizedModule(metaclass=_OptimizedModuleCheck):
 
 
 class _DynamoStandIn(types.ModuleType):
-    """``torch._dynamo`` as Lightning's import sees it: records ``disable`` decorations, answers type checks.
-
-    Any other attribute imports the real module on the spot (correct, only slower).
-    """
+    """``torch._dynamo`` as Lightning's import sees it: records ``disable`` decorations, answers type checks; any
+    other attribute imports the real module on the spot (correct, only slower)."""
 
     OptimizedModule = _DeferredOptimizedModule
 
@@ -218,8 +214,6 @@ class _DynamoImportHook:
 
 
 # ----------------------------------------------------------------------------- torch and torchvision: a matched pair
-
-
 def _check_torchvision() -> None:
     """Refuse a torchvision whose operators cannot load into this torch, as one error saying how to install a
     matched pair. Otherwise it fails as "operator torchvision::nms does not exist" wherever it is first imported

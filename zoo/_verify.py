@@ -6,7 +6,6 @@ against what the server announced for it (its ETag: an LFS sha256 or a git blob 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from zoo.errors import IntegrityError
-from zoo.io import atomic_path, hash_file, sha256_file, storage_error
+from zoo.io import hash_file, sha256_file, storage_error, write_text_atomic
 from zoo.registry import FileSpec
 from zoo.settings import zoo_home
 
@@ -35,9 +34,34 @@ def home_unwritable(err: OSError) -> None:
             zoo_home(), os.strerror(err.errno))
 
 
+def _mark(path: Path) -> tuple[Path, str]:
+    """The verified-file mark of ``path`` and the file's stamp now: size, mtime and inode (a rewrite changes them)."""
+    st = path.stat()
+    return (zoo_home() / "verified" / hashlib.sha256(str(path.resolve()).encode()).hexdigest(),
+            f"{st.st_size} {st.st_mtime_ns} {st.st_ino}")
+
+
+def _remembered_sha256(path: Path) -> str | None:
+    """The sha256 of ``path`` if a check measured it and the file has not changed since, else None."""
+    marker, stamp = _mark(path)
+    if not marker.exists():
+        return None
+    sha256, _, marked = marker.read_text().partition(" ")
+    return sha256 if marked == stamp else None
+
+
+def remember(path: Path, sha256: str) -> None:
+    """Mark ``path``, as it is now, as holding the bytes of ``sha256``: a later check of it hashes nothing."""
+    marker, stamp = _mark(path)
+    try:
+        write_text_atomic(marker, f"{sha256} {stamp}")
+    except OSError as err:  # only a shortcut for the next load: a load goes on without it
+        home_unwritable(err)
+
+
 def file_pin(path: Path) -> dict[str, Any]:
-    """What a catalog entry pins of a file: ``{"sha256", "size"}``."""
-    return {"sha256": sha256_file(path), "size": path.stat().st_size}
+    """What a catalog entry pins of a file: ``{"sha256", "size"}`` (hashed unless remembered)."""
+    return {"sha256": _remembered_sha256(path) or sha256_file(path), "size": path.stat().st_size}
 
 
 def file_pins(folder: Path, paths: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
@@ -49,23 +73,17 @@ def file_pins(folder: Path, paths: Iterable[str] | None = None) -> dict[str, dic
 
 
 def mismatch(spec: FileSpec, path: Path) -> str | None:
-    """None when ``path`` holds exactly the pinned bytes (remembered per path/size/mtime/inode once checked), else
-    what differs, for an error message; the file is hashed at most once."""
-    st = path.stat()
-    marker = zoo_home() / "verified" / hashlib.sha256(str(path.resolve()).encode()).hexdigest()
-    checked = f"{spec.sha256} {st.st_size} {st.st_mtime_ns} {st.st_ino}"
-    if marker.exists() and marker.read_text() == checked:
+    """None when ``path`` holds exactly the pinned bytes, else what differs, for an error message; the file is hashed
+    at most once, and a match is remembered (:func:`remember`)."""
+    size = path.stat().st_size
+    if spec.size is not None and size != spec.size:
+        got = f"size {size} bytes (expected {spec.size})"
+    elif _remembered_sha256(path) == spec.sha256:
         return None
-    if spec.size is not None and st.st_size != spec.size:
-        got = f"size {st.st_size} bytes (expected {spec.size})"
     elif (actual := sha256_file(path)) != spec.sha256:
         got = f"sha256 {actual}"
     else:
-        try:
-            with atomic_path(marker) as tmp:
-                tmp.write_text(checked)
-        except OSError as err:  # only a shortcut for the next load: a load goes on without it
-            home_unwritable(err)
+        remember(path, actual)
         return None
     return f"{spec.path}: content does not match its pin (expected sha256 {spec.sha256}, got {got})"
 
@@ -90,10 +108,8 @@ def verify_file(path: Path, spec: FileSpec, *, delete_bad: bool) -> None:
 
 def delete_copy(path: Path) -> None:
     """Remove a cached file; for an HF snapshot symlink, remove the blob it points to as well."""
-    real = Path(os.path.realpath(path))
-    for p in {Path(path), real}:
-        with contextlib.suppress(FileNotFoundError):
-            p.unlink()
+    for p in {Path(path), Path(os.path.realpath(path))}:
+        p.unlink(missing_ok=True)
 
 
 def git_blob_id(path: Path) -> str:
@@ -104,9 +120,8 @@ def matches_server_claim(path: Path) -> bool:
     """Whether an HF cache file holds what the server announced: its blob is named by the ETag, which is the
     sha256 of an LFS file or the git blob id of a regular one."""
     claim = Path(os.path.realpath(path)).name
-    if len(claim) == 64:
-        return sha256_file(path) == claim
-    if len(claim) == 40:
-        return git_blob_id(path) == claim
-    return False
+    if len(claim) == 64 and sha256_file(path) == claim:
+        remember(path, claim)
+        return True
+    return len(claim) == 40 and git_blob_id(path) == claim
 

@@ -116,12 +116,9 @@ def render_card(model, files: dict[str, dict[str, Any]], card: dict[str, Any] | 
                          base_model=fields.get("base_model"), model_name=name, eval_results=eval_results or None)
     if not TEMPLATE_PATH.exists():
         raise FileNotFoundError(f"the model card template {TEMPLATE_PATH} is missing from this installation")
-    rendered = ModelCard.from_template(data, template_path=str(TEMPLATE_PATH), name=name, method=model.method,
-                                       model_type=model.model_type, description=fields.get("description", ""),
-                                       paper=fields.get("paper", ""),
+    texts = {key: fields.get(key, "") for key in ("description", "paper", "recipe", "training", "limitations",
+                                                  "citation")}
+    return str(ModelCard.from_template(data, template_path=str(TEMPLATE_PATH), name=name, method=model.method,
+                                       model_type=model.model_type, metrics=metrics, files=files, **texts,
                                        usage=fields.get("usage") or f'import zoo\nmodel = zoo.load("{name}")',
-                                       metrics=metrics, recipe=fields.get("recipe", ""),
-                                       training=fields.get("training", ""), limitations=fields.get("limitations", ""),
-                                       citation=fields.get("citation", ""),
-                                       config=model.config if config is None else config, files=files)
-    return str(rendered)
+                                       config=model.config if config is None else config))

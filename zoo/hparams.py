@@ -12,7 +12,7 @@ import inspect
 import sys
 import types
 import typing
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from typing import Any, Callable, Iterator, Literal, Union, get_args, get_origin
 
@@ -110,11 +110,9 @@ def _hints(fn: Callable) -> dict[str, Any]:
         namespace = getattr(fn, "__globals__", None) or (vars(module) if module else {})
         hints = {}
         for name, annotation in getattr(fn, "__annotations__", {}).items():
-            try:
+            with suppress(Exception):
                 hints[name] = typing.get_type_hints(types.SimpleNamespace(__annotations__={name: annotation}),
                                                     globalns=namespace)[name]
-            except Exception:  # noqa: BLE001
-                continue
         return hints
 
 

@@ -23,13 +23,13 @@ from typing import Iterator
 from filelock import FileLock
 
 from zoo._download import fetch_upstream
-from zoo._hub_errors import hub_errors
+from zoo._hub_errors import hub_errors, offline_error
 from zoo._hub_files import Done, Fail, NotCached, Retry, Verdict, cached, download_checked, in_hf_cache
 from zoo._hub_files import unreachable_hub
-from zoo._verify import file_pin, git_blob_id, home_unwritable, matches_server_claim, mismatch, verify_file
+from zoo._verify import file_pin, git_blob_id, home_unwritable, matches_server_claim, mismatch, remember, verify_file
 from zoo.errors import DownloadError, HubError, IntegrityError, OfflineError, RepoChangedError
-from zoo.io import atomic_path, check_space, write_json_atomic
-from zoo.registry import FileSpec, ModelEntry, get_entry
+from zoo.io import check_space, write_json_atomic, write_text_atomic
+from zoo.registry import FileSpec, ModelEntry, get_entry, is_hex
 from zoo.settings import embedded_hub_dir, hf_cache_dir, hf_cache_root, hf_endpoint, is_offline, zoo_home
 
 __all__ = ["IntegrityError", "RepoChangedError", "OfflineError", "HubError", "DownloadError", "download", "fetch",
@@ -47,42 +47,23 @@ def where(entry: ModelEntry) -> str:
     return "upstream"
 
 
-def _offline_error(entry: ModelEntry, reason: str) -> OfflineError:
-    # an installed zoo has no hub/ of a checkout to put a repo into: then the way is a mirror folder of one's own
-    mirror = (f"put the repo folder at {embedded_hub_dir() / entry.name}"
-              if os.environ.get("ZOO_HUB") or embedded_hub_dir().is_dir()
-              else f"set ZOO_HUB to a mirror folder holding the repo as {entry.name}/")
-    return OfflineError(
-        f"model {entry.name!r} is not on this machine and cannot be downloaded ({reason}). It comes from the Hugging "
-        f"Face repo {entry.hub_repo}@{entry.revision or 'main'}. To get it: run `zoo download {entry.name}` on a "
-        f"machine with network and copy its HF cache to {hf_cache_root()} (or set ZOO_HF_CACHE to the copied "
-        f"folder); or {mirror}; or set ZOO_HF_ENDPOINT to a Hub mirror; or pass a local repo folder to zoo.load(path).")
-
-
 @contextlib.contextmanager
 def _lock(kind: str, key: str) -> Iterator[None]:
     """One lock per Hub repo (every model and manifest of that repo) or per upstream model, across processes; none
     where ZOO_HOME is read-only (the HF cache's own locks still guard its downloads)."""
     locks = zoo_home() / "locks"
-    lock: FileLock | None = FileLock(str(locks / f"{kind}--{key.replace('/', '--')}.lock"))
-    try:
-        locks.mkdir(parents=True, exist_ok=True)
-        lock.acquire()
-    except OSError as err:
-        home_unwritable(err)
-        lock = None
-    try:
+    with contextlib.ExitStack() as held:
+        try:
+            locks.mkdir(parents=True, exist_ok=True)
+            held.enter_context(FileLock(str(locks / f"{kind}--{key.replace('/', '--')}.lock")))
+        except OSError as err:
+            home_unwritable(err)
         yield
-    finally:
-        if lock is not None:
-            lock.release()
 
 
 # ----------------------------------------------------------------------------- pinned Hub repos
-def _hub_file(repo_id: str, spec: FileSpec, revision: str, *, local_only: bool) -> Path:
-    """One pinned file of a Hub repo, verified: from the HF cache, or downloaded (retried once if damaged)."""
-    if local_only:
-        return cached(repo_id, spec.path, revision, spec)
+def _hub_file(repo_id: str, spec: FileSpec, revision: str) -> Path:
+    """One pinned file of a Hub repo, downloaded and verified (downloaded once more if damaged)."""
 
     def check(local: Path) -> Verdict:
         if (message := mismatch(spec, local)) is None:
@@ -101,18 +82,12 @@ def _hub_file(repo_id: str, spec: FileSpec, revision: str, *, local_only: bool) 
 def _hub_snapshot(entry: ModelEntry, revision: str, *, local_only: bool) -> Path:
     snapshot = None
     for spec in entry.files:
-        local = _hub_file(entry.hub_repo, spec, revision, local_only=local_only)
+        local = (cached(entry.hub_repo, spec.path, revision, spec) if local_only
+                 else _hub_file(entry.hub_repo, spec, revision))
         if snapshot is None:
             snapshot = local.parents[len(Path(spec.path).parts) - 1]  # the snapshot folder holding spec.path
             revision = snapshot.name  # the commit a branch resolved to: every file comes from that one commit
     return snapshot
-
-
-def _check_hub_space(entry: ModelEntry, revision: str) -> None:
-    """Refuse, before downloading, the files of ``entry`` that are not cached when the HF cache's disk cannot hold
-    them."""
-    missing = [spec for spec in entry.files if not in_hf_cache(entry.hub_repo, spec.path, revision)]
-    check_space(hf_cache_root(), sum(spec.size or 0 for spec in missing), f"downloading {entry.name}")
 
 
 def _fetch_hub(entry: ModelEntry) -> Path:
@@ -120,15 +95,14 @@ def _fetch_hub(entry: ModelEntry) -> Path:
     revision = entry.revision or "main"
     with contextlib.suppress(NotCached):
         return _hub_snapshot(entry, revision, local_only=True)
-    if is_offline():
-        raise _offline_error(entry, "HF_HUB_OFFLINE is set")
     if (unreachable := unreachable_hub()) is not None:
-        raise _offline_error(entry, unreachable)
-    _check_hub_space(entry, revision)
+        raise offline_error(entry, unreachable)
+    missing = [spec for spec in entry.files if not in_hf_cache(entry.hub_repo, spec.path, revision)]
+    check_space(hf_cache_root(), sum(spec.size or 0 for spec in missing), f"downloading {entry.name}")
     try:
         return _hub_snapshot(entry, revision, local_only=False)
     except OfflineError as err:
-        raise _offline_error(entry, str(err)) from None
+        raise offline_error(entry, str(err)) from None
 
 
 # ----------------------------------------------------------------------------- any Hub repo (hf://)
@@ -151,13 +125,10 @@ def _hf_entry(repo_id: str, revision: str) -> ModelEntry:
     manifests = zoo_home() / "manifests" / repo_id.replace("/", "--")
     ref_file = manifests / "refs" / revision
     last_seen = manifests / f"{ref_file.read_text().strip()}.json" if ref_file.exists() else None
-    is_commit = len(revision) == 40 and all(c in "0123456789abcdef" for c in revision)
-    if last_seen and (is_commit or is_offline()):  # a commit never moves
+    if last_seen and (is_hex(revision, 40) or is_offline()):  # a commit never moves
         manifest = json.loads(last_seen.read_text())
     else:
         try:
-            if is_offline():
-                raise OfflineError("HF_HUB_OFFLINE is set")
             if (unreachable := unreachable_hub()) is not None:
                 raise OfflineError(unreachable)
             manifest = _resolve_manifest(repo_id, revision)
@@ -170,8 +141,7 @@ def _hf_entry(repo_id: str, revision: str) -> ModelEntry:
         else:
             write_json_atomic(manifests / f"{manifest['commit']}.json", manifest)
             for ref in {revision, manifest["commit"]}:
-                with atomic_path(manifests / "refs" / ref) as tmp:
-                    tmp.write_text(manifest["commit"])
+                write_text_atomic(manifests / "refs" / ref, manifest["commit"])
     files = tuple(FileSpec(f["path"], f["sha256"], f["size"]) for f in manifest["files"])
     return ModelEntry(name=f"hf://{repo_id}@{manifest['commit']}", method="", repo=repo_id,
                       revision=manifest["commit"], files=files)
@@ -216,7 +186,9 @@ def _verified_regular_file(repo_id: str, path: str, commit: str, blob_id: str) -
     wrong = Retry(IntegrityError(f"hf://{repo_id}/{path}: git blob id of the downloaded bytes is not {blob_id} from "
                                  "the Hub, twice in a row; nothing was kept"))
     local = download_checked(repo_id, path, commit, lambda local: Done() if git_blob_id(local) == blob_id else wrong)
-    return file_pin(local)
+    pin = file_pin(local)
+    remember(local, pin["sha256"])  # the load that follows checks it against this pin without hashing again
+    return pin
 
 
 # ----------------------------------------------------------------------------- public

@@ -31,9 +31,7 @@ NOT_WRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 SMALL_FILES_ROOM = 1 << 20  # a repo's safetensors headers, config.json and card, beside its tensor bytes
 
 
-def human_bytes(n: int | None) -> str:
-    if n is None:
-        return "?"
+def human_bytes(n: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -211,10 +209,6 @@ class LazyTensor:
         return math.prod(int(d) for d in self.shape) * self.dtype.itemsize
 
 
-def _dtype_shape(t) -> tuple[Any, tuple[int, ...]]:
-    return (t.dtype, tuple(t.shape))
-
-
 _RELEASE_PAGES = contextvars.ContextVar("zoo_release_pages", default=False)
 _MADV_PAGEOUT = 21  # Linux >= 5.4: reclaim the range; clean file-backed pages are dropped, nothing is lost
 
@@ -258,7 +252,7 @@ def write_safetensors(tensors: dict, path: str | os.PathLike, metadata: dict[str
     header: dict = {"__metadata__": dict(sorted((metadata or {}).items()))} if metadata else {}
     offset = 0
     for key in order:
-        dtype, shape = _dtype_shape(tensors[key])
+        dtype, shape = tensors[key].dtype, tuple(tensors[key].shape)
         if dtype_name(dtype) not in DTYPES:
             raise TypeError(f"{key}: dtype {dtype} cannot be stored in safetensors")
         nbytes = tensors[key].nbytes
@@ -273,7 +267,7 @@ def write_safetensors(tensors: dict, path: str | os.PathLike, metadata: dict[str
         for key in order:
             value = tensors[key]
             t = value.load() if isinstance(value, LazyTensor) else value
-            if isinstance(value, LazyTensor) and _dtype_shape(t) != _dtype_shape(value):
+            if isinstance(value, LazyTensor) and (t.dtype, tuple(t.shape)) != (value.dtype, tuple(value.shape)):
                 raise ValueError(f"{key}: loaded {t.dtype} {tuple(t.shape)}, announced {value.dtype} {value.shape}")
             t = t.detach().to("cpu")
             c = t.contiguous()
@@ -291,13 +285,7 @@ def save_state_dict(state_dict: dict, directory: str | os.PathLike, *, max_shard
     Tensors that share storage are cloned (safetensors refuses aliases). A repo that cannot fit on the disk is a
     DiskFullError before a byte is written; should the write fail all the same, a ``directory`` it created is removed.
     """
-    directory = Path(directory)
     check_space(directory, sum(t.nbytes for t in state_dict.values()) + SMALL_FILES_ROOM, "the model")
-    with folder_undone_on_failure(directory):
-        return _save_state_dict(state_dict, directory, max_shard_bytes, metadata)
-
-
-def _save_state_dict(state_dict: dict, directory: Path, max_shard_bytes: int, metadata: dict[str, str] | None):
     tensors, seen = {}, set()
     for key, t in state_dict.items():
         if isinstance(t, LazyTensor):
@@ -309,7 +297,6 @@ def _save_state_dict(state_dict: dict, directory: Path, max_shard_bytes: int, me
         if ptr is not None:
             seen.add(ptr)
     meta = {"format": "pt", **(metadata or {})}
-
     shards: list[dict] = [{}]
     size = 0
     for key, t in tensors.items():
@@ -319,19 +306,20 @@ def _save_state_dict(state_dict: dict, directory: Path, max_shard_bytes: int, me
             size = 0
         shards[-1][key] = t
         size += nbytes
-    for stale in list(directory.glob("model-*-of-*.safetensors")) + [directory / WEIGHTS_INDEX_NAME]:
-        stale.unlink(missing_ok=True)
-    if len(shards) == 1:
-        write_safetensors(shards[0], directory / WEIGHTS_NAME, meta)
-        return [WEIGHTS_NAME]
-    (directory / WEIGHTS_NAME).unlink(missing_ok=True)
-    names = [f"model-{i:05d}-of-{len(shards):05d}.safetensors" for i in range(1, len(shards) + 1)]
-    for name, shard in zip(names, shards):
-        write_safetensors(shard, directory / name, meta)
-    index = {"metadata": {"total_size": sum(t.nbytes for t in tensors.values())},
-             "weight_map": {key: name for name, shard in zip(names, shards) for key in shard}}
-    write_json_atomic(directory / WEIGHTS_INDEX_NAME, index)
-    return [*names, WEIGHTS_INDEX_NAME]
+    with folder_undone_on_failure(directory) as directory:
+        for stale in list(directory.glob("model-*-of-*.safetensors")) + [directory / WEIGHTS_INDEX_NAME]:
+            stale.unlink(missing_ok=True)
+        if len(shards) == 1:
+            write_safetensors(shards[0], directory / WEIGHTS_NAME, meta)
+            return [WEIGHTS_NAME]
+        (directory / WEIGHTS_NAME).unlink(missing_ok=True)
+        names = [f"model-{i:05d}-of-{len(shards):05d}.safetensors" for i in range(1, len(shards) + 1)]
+        for name, shard in zip(names, shards):
+            write_safetensors(shard, directory / name, meta)
+        index = {"metadata": {"total_size": sum(t.nbytes for t in tensors.values())},
+                 "weight_map": {key: name for name, shard in zip(names, shards) for key in shard}}
+        write_json_atomic(directory / WEIGHTS_INDEX_NAME, index)
+        return [*names, WEIGHTS_INDEX_NAME]
 
 
 def weight_files(directory: str | os.PathLike) -> list[Path]:

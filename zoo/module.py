@@ -19,7 +19,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from zoo.io import CONFIG_NAME, DEFAULT_SHARD_BYTES, atomic_path, load_state_dict, save_state_dict
-from zoo.io import DTYPES, dtype_name, folder_undone_on_failure, write_json_atomic
+from zoo.io import DTYPES, dtype_name, folder_undone_on_failure, write_json_atomic, write_text_atomic
 from zoo._lightning import L, PossibleUserWarning
 from zoo.card import check_card, load_card, render_card
 from zoo.convert import preview, safe_torch_load
@@ -164,7 +164,7 @@ class ZooModule(L.LightningModule):
 
     # ----------------------------------------------------------- persistence
     def pretrained_state_dict(self) -> dict[str, torch.Tensor]:
-        """The tensors saved to safetensors; methods may drop derived buffers here."""
+        """The tensors saved to safetensors (methods may drop derived buffers)."""
         return self.state_dict()
 
     def store_as_(self, dtype: torch.dtype) -> ZooModule:
@@ -190,14 +190,10 @@ class ZooModule(L.LightningModule):
     def from_pretrained(cls, name_or_path: str | os.PathLike, *, revision: str | None = None,
                         device: str | torch.device | None = None, dtype: str | torch.dtype | None = None,
                         **kwargs) -> Self:
-        """``zoo.load``: the module a repo's ``config.json`` names, in eval mode (``cls`` checks its class, so
-        ``EScAIPModule.from_pretrained(name)`` is typed as an ``EScAIPModule``).
-
-        ``name_or_path`` is a catalog name, ``hf://owner/repo[@revision]``, a local repo folder or a Lightning
-        checkpoint (``.ckpt``, see :meth:`from_checkpoint`). The module is built on the meta device and the weights
-        are assigned strictly. Extra keyword arguments go to the method's ``from_repo_dir`` (e.g. ``merged=False``
-        for BitDelta deltas).
-        """
+        """``zoo.load``: the module a repo's ``config.json`` names, in eval mode, checked to be a ``cls`` (so
+        ``EScAIPModule.from_pretrained(name)`` is typed as one). ``name_or_path``: a catalog name,
+        ``hf://owner/repo[@revision]``, a local repo folder or a Lightning ``.ckpt`` (:meth:`from_checkpoint`). Extra
+        keyword arguments go to the method's ``from_repo_dir`` (e.g. ``merged=False`` for BitDelta deltas)."""
         if os.fspath(name_or_path).endswith(".ckpt"):
             if revision is not None or kwargs:
                 raise InputError(f"{name_or_path} is a Lightning checkpoint: a revision and load options apply to "
@@ -241,8 +237,7 @@ class ZooModule(L.LightningModule):
         if not issubclass(module_class, cls):
             raise TypeError(f"{path} holds a {module_class.__name__}, not a {cls.__name__}")
         model = module_class.from_state_dict(constructor_args(ckpt.get("hyper_parameters", {})), ckpt["state_dict"])
-        finish = getattr(model, "weights_from_checkpoint_", None)
-        if finish is not None:
+        if (finish := getattr(model, "weights_from_checkpoint_", None)) is not None:
             finish(ckpt)
         return model
 
@@ -258,8 +253,8 @@ class ZooModule(L.LightningModule):
     @classmethod
     def from_state_dict(cls, hparams: Mapping[str, Any], state: Mapping[str, torch.Tensor], *,
                         dtype: torch.dtype | None = None) -> Self:
-        """``cls(**hparams)`` holding ``state``, in eval mode: built on the meta device, so no random init runs and
-        no second copy of the weights exists, then ``state`` assigned strictly (:meth:`load_weights_`)."""
+        """``cls(**hparams)`` holding ``state``, in eval mode: built on the meta device (no random init, no second
+        copy of the weights), then ``state`` assigned strictly."""
         model = cls.build_on_meta(hparams)
         model.load_weights_(state)
         if dtype is not None:
@@ -278,7 +273,7 @@ class ZooModule(L.LightningModule):
                 raise ConfigError(f"{cls.__name__} rejects these hyperparameters: {err}") from None
 
     def load_weights_(self, state: Mapping[str, torch.Tensor]) -> None:
-        """Strictly assign ``state`` (missing or unexpected keys are an error), then restore derived buffers."""
+        """Assign ``state`` strictly (missing or unexpected keys are an error), then restore derived buffers."""
         try:
             result = self.load_state_dict(state, strict=False, assign=True)
         except RuntimeError as err:  # shape mismatches
@@ -335,10 +330,8 @@ class ZooModule(L.LightningModule):
                 private: bool = False, commit_message: str | None = None) -> dict[str, Any]:
         """Write this module as a repo into the folder ``repo``, or upload it to the Hub (``hf://owner/name``).
 
-        ``card``: model card fields, as a dict or the path of a YAML/JSON file (the format: :mod:`zoo.card`); it is
-        checked before anything is written, and a bad card is a ``zoo.errors.CardError``. Returns ``{"repo",
-        "commit", "files": {name: {"sha256", "size"}}}``: what a catalog entry pins; ``commit`` is None for a folder.
-        """
+        ``card``: model card fields (:mod:`zoo.card`), a dict or a YAML/JSON file, checked before anything is written.
+        Returns ``{"repo", "commit", "files": {name: {"sha256", "size"}}}``, ``commit`` None for a folder."""
         if card is not None:
             card = check_card(card) if isinstance(card, dict) else load_card(card)
         if not str(repo).startswith("hf://"):
@@ -357,8 +350,7 @@ class ZooModule(L.LightningModule):
             files = file_pins(folder, names)
             # the card shows what was written, not the in-memory module (a delta loads merged, stores bf16 tensors)
             written = json.loads((folder / CONFIG_NAME).read_text(encoding="utf-8"))["hparams"]
-            with atomic_path(folder / "README.md") as tmp:
-                tmp.write_text(render_card(self, files, card, config=written), encoding="utf-8")
+            write_text_atomic(folder / "README.md", render_card(self, files, card, config=written))
         return {**files, **file_pins(folder, ["README.md"])}
 
     def model_card_fields(self) -> dict[str, Any]:

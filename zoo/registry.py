@@ -8,7 +8,6 @@ Nothing here imports torch, so ``zoo.list_models()`` and ``zoo info`` stay fast.
 from __future__ import annotations
 
 import fnmatch
-import importlib
 import importlib.util
 import json
 import os
@@ -21,18 +20,17 @@ from typing import Any, Callable
 
 __all__ = ["FileSpec", "ModelEntry", "MethodSpec", "UnknownModelError", "register_method", "register_model",
            "get_method", "get_entry", "list_models", "info", "resolve_module_class", "import_object", "hub_org",
-           "read_pins", "pins_path"]
+           "read_pins", "pins_path", "is_hex"]
 
-DEFAULT_HUB_ORG = "lightning-zoo"
 _HEX = frozenset("0123456789abcdef")
 
 
 def hub_org() -> str:
     """The Hugging Face org that holds the zoo's repos: ``$ZOO_HF_ORG``, default ``lightning-zoo``."""
-    return os.environ.get("ZOO_HF_ORG") or DEFAULT_HUB_ORG
+    return os.environ.get("ZOO_HF_ORG") or "lightning-zoo"
 
 
-def _is_hex(text: str | None, n: int) -> bool:
+def is_hex(text: str | None, n: int) -> bool:
     return isinstance(text, str) and len(text) == n and set(text) <= _HEX
 
 
@@ -89,18 +87,18 @@ class ModelEntry:
         if not self.files and not self.upstream:
             raise ValueError(f"{where} lists no files: pin its repo's files, or name its upstream files")
         for f in self.files:
-            if not _is_hex(f.sha256, 64) or not isinstance(f.size, int) or f.url is not None:
+            if not is_hex(f.sha256, 64) or not isinstance(f.size, int) or f.url is not None:
                 raise ValueError(f"{where}: repo file {f.path!r} needs a 64-hex sha256 and a size (and no url)")
         if self.repo is not None and (self.repo.count("/") != 1 or not all(self.repo.split("/"))):
             raise ValueError(f"{where}: repo must be a Hub repo id 'owner/name', got {self.repo!r}")
-        if self.revision is not None and not _is_hex(self.revision, 40):
+        if self.revision is not None and not is_hex(self.revision, 40):
             raise ValueError(f"{where}: revision pins a commit: a 40-hex id, got {self.revision!r}")
         if self.upstream and not self.converter:
             raise ValueError(f"{where}: upstream files need a converter")
         for f in self.upstream:
             if not f.url or not f.url.startswith(("https://", "http://", "hf://", "file://")):
                 raise ValueError(f"{where}: upstream file {f.path!r} needs an https://, hf:// or file:// url")
-            if f.sha256 is not None and not _is_hex(f.sha256, 64):
+            if f.sha256 is not None and not is_hex(f.sha256, 64):
                 raise ValueError(f"{where}: upstream file {f.path!r} has a malformed sha256 {f.sha256!r}")
 
     @property
@@ -118,15 +116,12 @@ class ModelEntry:
 
 
 # ----------------------------------------------------------------------------- pins files
-PINS_NAME = "pins.json"
-
-
 def pins_path(package: str) -> Path:
     """``pins.json`` beside a catalog package (``zoo release`` writes it; the catalog reads it)."""
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         raise ValueError(f"{package!r} is not a package")
-    return Path(next(iter(spec.submodule_search_locations))) / PINS_NAME
+    return Path(next(iter(spec.submodule_search_locations))) / "pins.json"
 
 
 def read_pins(package: str) -> dict[str, dict[str, Any]]:
@@ -135,11 +130,8 @@ def read_pins(package: str) -> dict[str, dict[str, Any]]:
     if not path.exists():
         return {}
     raw = json.loads(path.read_text(encoding="utf-8"))
-    return {
-        name: {"files": tuple(FileSpec(f["path"], f["sha256"], f["size"]) for f in pin["files"]),
-               "revision": pin.get("revision")}
-        for name, pin in raw.items()
-    }
+    return {name: {"files": tuple(FileSpec(f["path"], f["sha256"], f["size"]) for f in pin["files"]),
+                   "revision": pin.get("revision")} for name, pin in raw.items()}
 
 
 @dataclass(frozen=True)
@@ -160,11 +152,7 @@ _discovered = False
 
 def import_object(path: str) -> Any:
     """Import ``"package.module:attr"``."""
-    module_name, _, attr = path.partition(":")
-    obj = importlib.import_module(module_name)
-    for part in attr.split(".") if attr else ():
-        obj = getattr(obj, part)
-    return obj
+    return pkgutil.resolve_name(path)
 
 
 def register_method(name: str, *, modules: dict[str, str], catalog: str | None = None, cli: str | None = None,
@@ -209,11 +197,9 @@ def discover() -> None:
 
 
 def get_method(name: str) -> MethodSpec:
-    discover()
-    try:
-        return _METHODS[name]
-    except KeyError:
-        raise KeyError(f"unknown method {name!r}; known methods: {', '.join(sorted(_METHODS)) or 'none'}") from None
+    if name not in methods():
+        raise KeyError(f"unknown method {name!r}; known methods: {', '.join(sorted(_METHODS)) or 'none'}")
+    return _METHODS[name]
 
 
 def methods() -> dict[str, MethodSpec]:
@@ -258,7 +244,6 @@ def list_models(pattern: str | None = None, method: str | None = None) -> list[s
 
 
 def info(name: str) -> dict[str, Any]:
-    """The catalog entry of ``name`` as a plain dict."""
     return get_entry(name).to_dict()
 
 

@@ -14,12 +14,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from zoo._download import downloads_dir, fetch_upstream, upstream_on_disk
+from zoo._download import fetch_upstream, upstream_on_disk
 from zoo._verify import file_pins
 from zoo.io import write_json_atomic
 from zoo.errors import OfflineError, ZooError
 from zoo.hub import fetch, upload_folder, where
 from zoo.registry import ModelEntry, get_entry, get_method, list_models, pins_path
+from zoo.settings import downloads_dir
 
 __all__ = ["plan", "release", "pins_entry", "write_pins"]
 
@@ -34,7 +35,7 @@ def _action(entry: ModelEntry) -> str:
     if all(f.url.startswith("hf://") for f in entry.upstream):
         return f"skip: official files not on this machine (`zoo download {entry.name}` puts them in the HF cache)"
     return (f"skip: official files not on this machine (`zoo download {entry.name}`, or place them in "
-            f"{downloads_dir(entry)})")
+            f"{downloads_dir(entry.name)})")
 
 
 def plan(names: list[str] | None = None) -> list[dict[str, Any]]:
@@ -57,28 +58,27 @@ def _card_fields(entry: ModelEntry) -> dict[str, Any]:
 
 def _hub_license(text: str) -> str:
     """The Hub's license id for a catalog license text (the Hub accepts ids only)."""
-    lowered = text.lower()
-    for hub_id in ("apache-2.0", "cc-by-4.0", "mit"):
-        if lowered.startswith(hub_id):
-            return hub_id
-    return "other"
+    return next((hub_id for hub_id in ("apache-2.0", "cc-by-4.0", "mit") if text.lower().startswith(hub_id)), "other")
 
 
-def _converted_folder(entry: ModelEntry, staging: Path) -> Path:
-    """The official files converted into a zoo repo, with a model card rendered from the catalog entry."""
+def _converted_folder(entry: ModelEntry, staging: Path) -> tuple[Path, dict[str, dict[str, Any]]]:
+    """The official files converted into a zoo repo, with a model card rendered from the catalog entry, and the pins
+    of its files."""
     from zoo import load
     from zoo.card import render_card
 
     folder = staging / entry.name
     shutil.copytree(fetch_upstream(entry), folder)
-    card = render_card(load(folder), file_pins(folder), _card_fields(entry))
-    (folder / "README.md").write_text(card, encoding="utf-8")
-    return folder
+    files = file_pins(folder)
+    (folder / "README.md").write_text(render_card(load(folder), files, _card_fields(entry)), encoding="utf-8")
+    return folder, {**files, **file_pins(folder, ["README.md"])}
 
 
-def pins_entry(folder: Path, revision: str | None) -> dict[str, Any]:
-    """A ``pins.json`` entry for the repo ``folder`` at the Hub commit ``revision``: every file's sha256 and size."""
-    return {"revision": revision, "files": [{"path": path, **pin} for path, pin in file_pins(folder).items()]}
+def pins_entry(folder: Path, revision: str | None, files: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A ``pins.json`` entry for the repo ``folder`` at the Hub commit ``revision``: every file's sha256 and size
+    (``files``, when measured already)."""
+    files = files if files is not None else file_pins(folder)
+    return {"revision": revision, "files": [{"path": path, **pin} for path, pin in files.items()]}
 
 
 def write_pins(pins: dict[str, dict[str, Any]], out: Path | None = None) -> list[Path]:
@@ -115,14 +115,15 @@ def release(names: list[str] | None = None, *, endpoint: str | None = None, toke
                 progress(f"{name}: {action}")
                 continue
             try:
-                folder = _converted_folder(entry, Path(tmp)) if not entry.released else fetch(entry)
+                # a fetched repo's files were checked and are remembered: pinning them hashes nothing
+                folder, files = _converted_folder(entry, Path(tmp)) if not entry.released else (fetch(entry), None)
             except OfflineError as err:
                 skipped[name] = f"skip: {err}"
                 progress(f"{name}: skip: {err}")
                 continue
             commit = upload_folder(folder, entry.hub_repo, message=message or f"zoo release of {name}",
                                    endpoint=endpoint, token=token)
-            released[name] = pins_entry(folder, commit)
+            released[name] = pins_entry(folder, commit, files)
             progress(f"{name}: hf://{entry.hub_repo}@{commit} ({len(released[name]['files'])} files)")
     written = write_pins(released, pins_out) if released else []
     return {"released": released, "skipped": skipped, "pins_files": [str(p) for p in written]}

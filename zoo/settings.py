@@ -45,5 +45,13 @@ def setting_for(path: str | os.PathLike) -> str | None:
     return None
 
 
+def downloads_dir(name: str) -> Path:
+    """Where the official files of model ``name`` that are not on the Hub are downloaded (or placed by hand)."""
+    return zoo_home() / "downloads" / name
+
+
+OFFLINE_REASON = "ZOO_OFFLINE/HF_HUB_OFFLINE is set"
+
+
 def is_offline() -> bool:
     return any(os.environ.get(v, "").lower() in _TRUE for v in ("HF_HUB_OFFLINE", "ZOO_OFFLINE"))

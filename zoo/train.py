@@ -9,6 +9,7 @@ checkpoint folder (:func:`final_checkpoints`), and only resuming (``--ckpt-path`
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import warnings
@@ -40,17 +41,10 @@ def run_recipe(recipe: str | os.PathLike, overrides: Sequence[str] = (), *, init
         # the recipe and overrides come in `args`; sys.argv (`zoo train ...`) is never parsed, so Lightning's
         # warning about both being given does not apply
         warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
-        cli = LightningCLI(
-            ZooModule,
-            L.LightningDataModule,
-            subclass_mode_model=True,
-            subclass_mode_data=True,
-            # "omegaconf+": interpolations resolve after the command line, so overrides reach them
-            parser_kwargs={"parser_mode": "omegaconf+"},
-            save_config_kwargs={"overwrite": True},
-            args=["--config", str(recipe), *overrides],
-            run=False,
-        )
+        cli = LightningCLI(ZooModule, L.LightningDataModule, subclass_mode_model=True, subclass_mode_data=True,
+                           # "omegaconf+": interpolations resolve after the command line, so overrides reach them
+                           parser_kwargs={"parser_mode": "omegaconf+"}, save_config_kwargs={"overwrite": True},
+                           args=["--config", str(recipe), *overrides], run=False)
         if init_from is not None:
             _start_from(cli.model, init_from)
         if ckpt_path is None:
@@ -136,16 +130,24 @@ def final_checkpoints(trainer) -> list[str]:
         last = os.path.join(folder, kind.CHECKPOINT_NAME_LAST + kind.FILE_EXTENSION)
         saved = [last, *((callback.last_model_path, callback.best_model_path, *callback.best_k_models) if callback
                          else ())]
-        final.append(next((path for path in dict.fromkeys(saved) if _holds_step(path, trainer.global_step)), last))
+        final.append(next((path for path in dict.fromkeys(saved) if _saved_step(path) == trainer.global_step), last))
     return list(dict.fromkeys(final))
 
 
-def _holds_step(path: str, step: int) -> bool:
-    """Whether ``path`` is a checkpoint saved at ``step`` (mmap: the step is read without reading the weights)."""
+def _saved_step(path: str) -> int | None:
+    """The step the checkpoint ``path`` was saved at, None where there is none; read once per version of the file."""
+    if not path or not os.path.isfile(path):
+        return None
+    stat = os.stat(path)
+    return _read_step(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.cache
+def _read_step(path: str, mtime_ns: int, size: int) -> int | None:
     import torch
 
-    return bool(path) and os.path.isfile(path) and (
-        torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("global_step") == step)
+    # mmap: the step is read without reading the weights
+    return torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("global_step")
 
 
 def _save_final_state(trainer) -> None:
@@ -156,7 +158,7 @@ def _save_final_state(trainer) -> None:
     publish weights from before the last steps, or find no file."""
     # rank 0's files decide for every rank, since saving is collective
     missing = trainer.strategy.broadcast([path for path in final_checkpoints(trainer)
-                                          if not _holds_step(path, trainer.global_step)]
+                                          if _saved_step(path) != trainer.global_step]
                                          if trainer.is_global_zero else None)
     for path in missing:
         trainer.save_checkpoint(path, weights_only=False)  # the full state: the run resumes from it
