@@ -75,8 +75,7 @@ class NeighborGraph:
 
     def without_unused_slots(self) -> "NeighborGraph":
         """The same graph with K cut to the most slots any atom uses. Real slots come first in every row and
-        padded ones feed nothing (masked keys; energies read the self-loop), so results are the same while the
-        edge work shrinks: with knn_k 16 and knn_pad_size 24, batches of molecules use 17-19 slots."""
+        padded ones feed nothing (masked keys; energies read the self-loop), so results are the same."""
         width = max(int(self.mask.sum(1).max()), 1) if len(self.mask) else self.mask.shape[1]
         if width == self.mask.shape[1]:
             return self
@@ -166,8 +165,7 @@ def _search(pos: Tensor, cell: Tensor, periodic: Tensor, natoms: Tensor, cfg: Gr
     if cfg.exact_all_pairs:
         # the official candidate set: every atom against every (atom, image) of its system
         first_img = _segment_offsets(torch.bincount(batch[img_atom], minlength=n_sys))
-        per_row = (natoms * n_images)[batch]
-        centre, within = _expand_ranges(per_row)
+        centre, within = _expand_ranges(row_limit)
         cand = first_img[batch[centre]] + within
     else:
         lo = torch.full((n_sys, 3), math.inf, dtype=pos.dtype, device=device)
@@ -185,21 +183,17 @@ def _search(pos: Tensor, cell: Tensor, periodic: Tensor, natoms: Tensor, cfg: Gr
         dims = torch.floor((hi - lo + 2 * radius) / radius).long() + 1  # (G, 3)
         offset = _segment_offsets(dims.prod(1))
 
-        def key(p: Tensor, g: Tensor, delta: Tensor | None = None) -> Tensor:
-            b = torch.floor((p - origin[g]) / radius).long()
-            if delta is not None:
-                b = b[:, None, :] + delta  # (N, 27, 3)
-                d = dims[g][:, None, :]
-                return offset[g][:, None] + (b[..., 0] * d[..., 1] + b[..., 1]) * d[..., 2] + b[..., 2]
-            d = dims[g]
-            return offset[g] + (b[:, 0] * d[:, 1] + b[:, 1]) * d[:, 2] + b[:, 2]
+        def key(p: Tensor, g: Tensor, delta: Tensor) -> Tensor:
+            """(len(p), len(delta)) keys of the bins ``delta`` away from each point's bin."""
+            b = torch.floor((p - origin[g]) / radius).long()[:, None, :] + delta
+            d = dims[g][:, None, :]
+            return offset[g][:, None] + (b[..., 0] * d[..., 1] + b[..., 1]) * d[..., 2] + b[..., 2]
 
-        img_keys = key(img_pos[keep], g_img[keep])
-        sorted_keys, order = torch.sort(img_keys)
-        bins, counts = torch.unique_consecutive(sorted_keys, return_counts=True)
-        starts = _segment_offsets(counts)
         steps = torch.tensor([-1, 0, 1], device=device)
         delta = torch.cartesian_prod(steps, steps, steps)  # (27, 3)
+        sorted_keys, order = torch.sort(key(img_pos[keep], g_img[keep], delta.new_zeros(1, 3)).flatten())
+        bins, counts = torch.unique_consecutive(sorted_keys, return_counts=True)
+        starts = _segment_offsets(counts)
         near = key(pos_w, batch, delta).flatten()  # (N * 27,)
         slot = torch.searchsorted(bins, near).clamp_max(len(bins) - 1)
         found = bins[slot] == near
@@ -275,8 +269,7 @@ class CandidateTable:
 
     @functools.cached_property
     def width(self) -> int:
-        """The columns of a table of T nearest: the largest T (one host sync per table; a fixed shape for a given
-        system)."""
+        """The columns of a table of T nearest: the largest T (one host sync per table; fixed for a system)."""
         return int(self.limit.max()) if len(self.limit) else 1
 
 

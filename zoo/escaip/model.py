@@ -12,7 +12,8 @@ cosines between slot directions; unlike the official code, this runs in float64 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import torch
@@ -108,14 +109,8 @@ class EScAIPConfig:
             )
         if self.energy_reduce not in ("sum", "mean"):
             problems.append(f"energy_reduce must be sum or mean, got {self.energy_reduce!r}")
-        rare = {
-            "use_angle_embedding": self.use_angle_embedding != "none",
-            "use_graph_attention": self.use_graph_attention,
-            "use_message_gate": self.use_message_gate,
-            "use_global_readout": self.use_global_readout,
-        }
-        for name, on in rare.items():
-            if on:
+        for name in ("use_angle_embedding", "use_graph_attention", "use_message_gate", "use_global_readout"):
+            if getattr(self, name) not in (False, "none"):
                 problems.append(f"{name} is not supported (every released EScAIP config leaves it off)")
         drops = ("mlp_dropout", "atten_dropout", "stochastic_depth_prob", "node_ffn_dropout", "edge_ffn_dropout",
                  "scalar_output_dropout", "vector_output_dropout")
@@ -135,11 +130,7 @@ class EScAIPConfig:
 
     @property
     def graph(self) -> GraphConfig:
-        return GraphConfig(
-            max_radius=self.max_radius, knn_k=self.knn_k, knn_pad_size=self.knn_pad_size, knn_soft=self.knn_soft,
-            knn_sigmoid_scale=self.knn_sigmoid_scale, knn_lse_scale=self.knn_lse_scale,
-            knn_use_low_mem=self.knn_use_low_mem, use_pbc=self.use_pbc, neighbor_search=self.neighbor_search,
-        )
+        return GraphConfig(**{f.name: getattr(self, f.name) for f in fields(GraphConfig)})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "EScAIPConfig":
@@ -217,27 +208,23 @@ class Geometry:
     attn_bias: Tensor  # (N, 1, 1, K) additive key bias from the envelope
 
 
-def legendre_series(cos: Tensor, nonzero: Tensor, lmax: int) -> list[Tensor]:
-    """[P_0 .. P_lmax](cos) by Bonnet's recursion; terms with l > 0 vanish where a direction is zero."""
-    out = [torch.ones_like(cos)]
-    if lmax >= 1:
-        out.append(cos)
-    for l in range(1, lmax):
-        out.append(((2 * l + 1) * cos * out[l] - l * out[l - 1]) / (l + 1))
-    return [out[0]] + [p * nonzero for p in out[1:]]
+def legendre_terms(cos: Tensor, nonzero: Tensor, lmax: int) -> Iterator[Tensor]:
+    """P_1 .. P_lmax (cos) by Bonnet's recursion, zero where a direction is zero; a generator, so that only two
+    (N, K, K) terms need be alive at once."""
+    p_prev, p = torch.ones_like(cos), cos
+    for l in range(1, lmax + 1):
+        if l > 1:
+            p_prev, p = p, ((2 * l - 1) * cos * p - (l - 1) * p_prev) / l
+        yield p * nonzero
 
 
 def bond_orientational_order(cos: Tensor, nonzero: Tensor, mask: Tensor, lmax: int) -> Tensor:
     """(N, lmax+1): sqrt(max(|mean over slots of Y_l(u)/sqrt(2l+1)|^2, 1e-6)), the self-loop included."""
     pair_mask = (mask[:, :, None] & mask[:, None, :]).to(cos.dtype)  # (N, K, K)
     count = mask.sum(1).to(cos.dtype)  # (N,)
-    # sum_m mean_m^2 = (1/n^2) sum_{a,b} P_l(u_a . u_b); recursion keeps two (N, K, K) terms alive
-    values, p_prev, p = [torch.ones_like(count)], torch.ones_like(cos), cos
-    for l in range(1, lmax + 1):
-        if l > 1:
-            p_prev, p = p, ((2 * l - 1) * cos * p - (l - 1) * p_prev) / l
-        values.append((p * nonzero * pair_mask).sum((1, 2)) / count**2)
-    return torch.stack(values, 1).clamp_min(1e-6).sqrt()
+    # sum_m mean_m^2 = (1/n^2) sum_{a,b} P_l(u_a . u_b)
+    values = [(p * pair_mask).sum((1, 2)) / count**2 for p in legendre_terms(cos, nonzero, lmax)]
+    return torch.stack([torch.ones_like(count), *values], 1).clamp_min(1e-6).sqrt()
 
 
 def distance_expansion(dist: Tensor, cfg: EScAIPConfig) -> Tensor:
@@ -260,14 +247,13 @@ def geometry(graph: NeighborGraph, atomic_numbers: Tensor, cfg: EScAIPConfig) ->
     boo = bond_orientational_order(cos, nonzero, graph.mask, cfg.node_direction_expansion_size - 1)
     legendre = None
     if cfg.use_frequency_embedding:
-        legendre = [p[:, None] for p in legendre_series(cos, nonzero, len(cfg.freequency_list) - 1)]
+        terms = legendre_terms(cos, nonzero, len(cfg.freequency_list) - 1)
+        legendre = [p[:, None] for p in (torch.ones_like(cos), *terms)]
     env = graph.env
     inside = env < 1
-    if cfg.use_envelope:
-        e2 = torch.where(inside, env, torch.zeros_like(env)).square()
-        bias = torch.where(inside, -e2 / (1 - e2), torch.full_like(env, -math.inf))
-    else:
-        bias = torch.where(inside, torch.zeros_like(env), torch.full_like(env, -math.inf))
+    e2 = torch.where(inside, env, torch.zeros_like(env)).square()
+    kept_bias = -e2 / (1 - e2) if cfg.use_envelope else torch.zeros_like(env)
+    bias = torch.where(inside, kept_bias, torch.full_like(env, -math.inf))
     return Geometry(graph, atomic_numbers, unit, distance_expansion(dist, cfg), boo, legendre, bias[:, None, None, :])
 
 
@@ -276,12 +262,8 @@ EDGE_CHUNK_ELEMENTS = 1 << 20  # atoms x slots x hidden of one chunk of edge wor
 
 
 def row_chunks(n_atoms: int, slots: int, hidden: int) -> list[slice]:
-    """Consecutive centre-atom ranges whose edge tensors hold about ``EDGE_CHUNK_ELEMENTS`` values each.
-
-    The edge stream is worked on chunk by chunk so that each chunk's chain of edge ops stays in the CPU cache:
-    run on whole large systems, those (mostly memory-bound) ops went from ~1.2 to ~5 ns per value between 1,000
-    and 4,000 atoms, so the forward grew as atoms^1.3. Edges of different atoms never mix, so results are the same.
-    """
+    """Consecutive centre-atom ranges whose edge tensors hold about ``EDGE_CHUNK_ELEMENTS`` values each, so that
+    each chunk's chain of (memory-bound) edge ops stays in the CPU cache; edges of different atoms never mix."""
     size = max(1, EDGE_CHUNK_ELEMENTS // max(slots * hidden, 1))
     return [slice(start, min(start + size, n_atoms)) for start in range(0, n_atoms, size)]
 
@@ -468,8 +450,7 @@ class TransformerBlock(nn.Module):
         terms = self.graph_attention.chunk_terms(geo, self.norm_attn_node(node), chunks)
         self_rows, new_edges = [], []
         for rows, chunk_terms, edge in zip(chunks, terms, edges):
-            # without an edge FFN (the last block of a gradient model; officially an identity edge branch,
-            # edge + edge, whose output nothing reads) only the self-loop's attention row is needed
+            # without an edge FFN nothing reads the new edges: only the self-loop's attention row is needed
             attn = self.graph_attention(self.norm_attn_edge(edge), rows, chunk_terms, all_queries=edge_out)
             self_rows.append(attn[:, 0])
             if edge_out:
@@ -549,13 +530,6 @@ class OutputLayer(nn.Module):
         return self.final_output(self.ffn(x))
 
 
-def _reduce(per_atom: Tensor, batch: Tensor, n_sys: int, how: str) -> Tensor:
-    total = per_atom.new_zeros(n_sys).index_add(0, batch, per_atom)
-    if how == "mean":
-        total = total / torch.bincount(batch, minlength=n_sys).to(total.dtype)
-    return total
-
-
 class EnergyHead(nn.Module):
     def __init__(self, cfg: EScAIPConfig, apply_norm: bool = True):
         super().__init__()
@@ -565,8 +539,11 @@ class EnergyHead(nn.Module):
         self.reduce = cfg.energy_reduce
 
     def energy(self, node: Tensor, batch: Tensor, n_sys: int) -> Tensor:
-        x = self.node_norm(node) if self.apply_norm else node
-        return _reduce(self.energy_layer(x).squeeze(-1), batch, n_sys, self.reduce)  # (G,)
+        per_atom = self.energy_layer(self.node_norm(node) if self.apply_norm else node).squeeze(-1)
+        total = per_atom.new_zeros(n_sys).index_add(0, batch, per_atom)  # (G,)
+        if self.reduce == "mean":
+            total = total / torch.bincount(batch, minlength=n_sys).to(total.dtype)
+        return total
 
 
 class DirectForceHead(nn.Module):
@@ -622,14 +599,11 @@ class EScAIP(nn.Module):
         self.cfg = EScAIPConfig.from_dict(backbone)
         self.backbone = EScAIPBackbone(self.cfg)
         kinds = {name: head_type(spec) for name, spec in heads.items()}
-        modules = {}
-        for name in sorted(heads):
-            kind = kinds[name]
-            if kind == "direct_forces":
-                modules[name] = DirectForceHead(self.cfg)
-            else:
-                modules[name] = EnergyHead(self.cfg, apply_norm=kind == "energy")
-        self.output_heads = nn.ModuleDict(modules)
+        self.output_heads = nn.ModuleDict({
+            name: DirectForceHead(self.cfg) if kind == "direct_forces"
+            else EnergyHead(self.cfg, apply_norm=kind == "energy")
+            for name, kind in sorted(kinds.items())
+        })
         self.head_kinds = kinds
         values = sorted(kinds.values())
         gradient = "gradient" in values
