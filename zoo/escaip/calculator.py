@@ -80,9 +80,8 @@ class EScAIPCalculator(Calculator):
         if "stress" not in properties:
             return False
         if "stress" not in self.implemented_properties:
-            raise PropertyNotImplementedError(
-                "this EScAIP model predicts forces directly, so it has no stress; use a gradient-force model"
-            )
+            raise PropertyNotImplementedError("this EScAIP model predicts forces directly, so it has no stress; "
+                                              "use a gradient-force model")
         if not all(atoms.pbc.all() for atoms in images):
             raise PropertyNotImplementedError("stress needs a fully periodic cell (atoms.pbc all True)")
         return True

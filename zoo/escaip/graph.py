@@ -1,11 +1,9 @@
 """EScAIP's neighbour graph: the bi-directional soft-kNN radius graph ("biknn"), found with a cell list.
 
-The official builder ranks every pair of atoms (and every periodic image) in a system, so its time and
-memory grow with the square of the atom count. Only pairs closer than ``max_radius`` can be selected, and a
-candidate's soft rank only feels candidates within ``pi * knn_sigmoid_scale`` of it, so a cell list that
-returns every pair within ``max_radius + pi * knn_sigmoid_scale`` feeds the very same ranking: identical
-neighbours, linear cost. ``neighbor_search="all_pairs"`` keeps the official quadratic candidate set (the
-benchmark baseline, and the only exact choice for the rarely used full soft ranking).
+The official builder ranks every pair of atoms (and periodic images) of a system: quadratic cost. Only pairs
+closer than ``max_radius`` can be selected, and a soft rank only feels candidates within ``pi * knn_sigmoid_scale``,
+so a cell list of the pairs within ``max_radius + pi * knn_sigmoid_scale`` feeds the very same ranking: identical
+neighbours, linear cost. ``neighbor_search="all_pairs"`` keeps the official candidate set (exact for any ranking).
 
 Pipeline (per batch, vectorised over systems):
   1. search (no autograd, float64): candidate pairs (centre i, neighbour j, lattice image n);
@@ -137,10 +135,8 @@ def _search(pos: Tensor, cell: Tensor, periodic: Tensor, natoms: Tensor, cfg: Gr
         det = torch.linalg.det(cell[any_periodic]).abs()
         if (det < 1e-8).any():
             bad = torch.nonzero(any_periodic).flatten()[torch.nonzero(det < 1e-8).flatten()[0]].item()
-            raise ValueError(
-                f"system {bad} is periodic but its cell has (near) zero volume; give a full 3x3 cell "
-                "(vacuum along non-periodic directions is fine) or set pbc=False"
-            )
+            raise ValueError(f"system {bad} is periodic but its cell has (near) zero volume; give a full 3x3 cell "
+                             "(vacuum along non-periodic directions is fine) or set pbc=False")
     frac = torch.linalg.solve(safe_cell[batch].transpose(1, 2), pos.unsqueeze(-1)).squeeze(-1)
     wrap_shift = torch.where(periodic[batch], torch.floor(frac), torch.zeros_like(frac))
     pos_w = pos - torch.einsum("na,nab->nb", wrap_shift, cell[batch])
@@ -168,10 +164,9 @@ def _search(pos: Tensor, cell: Tensor, periodic: Tensor, natoms: Tensor, cfg: Gr
         centre, within = _expand_ranges(row_limit)
         cand = first_img[batch[centre]] + within
     else:
-        lo = torch.full((n_sys, 3), math.inf, dtype=pos.dtype, device=device)
-        hi = torch.full((n_sys, 3), -math.inf, dtype=pos.dtype, device=device)
-        lo = lo.scatter_reduce(0, batch[:, None].expand(-1, 3), pos_w, "amin")
-        hi = hi.scatter_reduce(0, batch[:, None].expand(-1, 3), pos_w, "amax")
+        rows = batch[:, None].expand(-1, 3)
+        lo = torch.full((n_sys, 3), math.inf, dtype=pos.dtype, device=device).scatter_reduce(0, rows, pos_w, "amin")
+        hi = torch.full((n_sys, 3), -math.inf, dtype=pos.dtype, device=device).scatter_reduce(0, rows, pos_w, "amax")
         if ((hi - lo) > MAX_EXTENT).any():
             raise ValueError(f"atom coordinates span more than {MAX_EXTENT:g} Å; positions must be in Å")
         # image atoms farther than the search radius from a system's bounding box cannot be neighbours
@@ -215,11 +210,9 @@ def _search(pos: Tensor, cell: Tensor, periodic: Tensor, natoms: Tensor, cfg: Gr
         i, j = centre[k].item(), nbr[k].item()
         g = batch[i].item()
         first = _segment_offsets(natoms)[g].item()
-        where = "the same position" if (image[k] == 0).all() else f"the same position (periodic image {image[k].tolist()})"
-        raise ValueError(
-            f"atoms {i - first} and {j - first} of system {g} sit at {where}: distance 0. "
-            "Remove duplicate atoms (e.g. ase.geometry.get_duplicate_atoms(atoms, delete=True))"
-        )
+        where = "the same position" + ("" if (image[k] == 0).all() else f" (periodic image {image[k].tolist()})")
+        raise ValueError(f"atoms {i - first} and {j - first} of system {g} sit at {where}: distance 0. "
+                         "Remove duplicate atoms (e.g. ase.geometry.get_duplicate_atoms(atoms, delete=True))")
     return centre, nbr, image, dist, wrap_shift.long(), row_limit
 
 
@@ -323,10 +316,8 @@ def check_slots(n_kept: Tensor, cfg: GraphConfig) -> None:
     """One clear error where an atom keeps more neighbours than ``knn_pad_size`` slots hold."""
     if len(n_kept) and n_kept.max() > cfg.knn_pad_size:
         worst = int(n_kept.argmax())
-        raise ValueError(
-            f"atom {worst} keeps {int(n_kept[worst])} neighbours (self-loop included) but knn_pad_size is "
-            f"{cfg.knn_pad_size}; the soft kNN can keep more than knn_k={cfg.knn_k}: raise knn_pad_size"
-        )
+        raise ValueError(f"atom {worst} keeps {int(n_kept[worst])} neighbours (self-loop included) but knn_pad_size is "
+                         f"{cfg.knn_pad_size}; the soft kNN can keep more than knn_k={cfg.knn_k}: raise knn_pad_size")
 
 
 def ranked_graph(pos: Tensor, cell: Tensor, table: CandidateTable, cfg: GraphConfig,
@@ -376,11 +367,10 @@ def ranked_graph(pos: Tensor, cell: Tensor, table: CandidateTable, cfg: GraphCon
     mask = torch.arange(slots, device=pos.device) < n_kept[:, None]  # (N, K)
     sel_env = env.gather(1, order)
     sel_disp = disp.gather(1, order[..., None].expand(-1, -1, 3))
-    graph = NeighborGraph(
+    return NeighborGraph(
         index=torch.where(mask, table_nbr.gather(1, order), torch.zeros_like(order)),
         mask=mask,
         disp=torch.where(mask[..., None], sel_disp, torch.zeros_like(sel_disp)),
         env=torch.where(mask, sel_env, torch.full_like(sel_env, math.inf)),
         image=torch.where(mask[..., None], table.image.gather(1, order[..., None].expand(-1, -1, 3)), 0),
-    )
-    return graph, n_kept
+    ), n_kept

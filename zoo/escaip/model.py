@@ -92,29 +92,25 @@ class EScAIPConfig:
     def __post_init__(self) -> None:
         problems = []
         if self.hidden_size % self.atten_num_heads:
-            problems.append(f"hidden_size {self.hidden_size} is not divisible by atten_num_heads {self.atten_num_heads}")
+            problems.append(f"hidden_size {self.hidden_size} is not divisible by atten_num_heads "
+                            f"{self.atten_num_heads}")
         if self.use_frequency_embedding and sum(self.freequency_list) != self.head_dim:
-            problems.append(
-                f"freequency_list {self.freequency_list} sums to {sum(self.freequency_list)}, "
-                f"but it must sum to the head dim hidden_size/atten_num_heads = {self.head_dim}"
-            )
+            problems.append(f"freequency_list {self.freequency_list} sums to {sum(self.freequency_list)}, "
+                            f"but it must sum to the head dim hidden_size/atten_num_heads = {self.head_dim}")
         if self.activation not in _ACTIVATIONS:
             problems.append(f"activation {self.activation!r} is not one of {sorted(_ACTIVATIONS)}")
         if self.normalization not in ("rmsnorm", "layernorm", "skip"):
             problems.append(f"normalization {self.normalization!r} is not rmsnorm, layernorm or skip")
         if self.distance_function not in ("gaussian", "sigmoid"):
-            problems.append(
-                f"distance_function {self.distance_function!r} is not supported: use gaussian or sigmoid "
-                "(the official linearsigmoid and silu variants do not run)"
-            )
+            problems.append(f"distance_function {self.distance_function!r} is not supported: use gaussian or sigmoid "
+                            "(the official linearsigmoid and silu variants do not run)")
         if self.energy_reduce not in ("sum", "mean"):
             problems.append(f"energy_reduce must be sum or mean, got {self.energy_reduce!r}")
         for name in ("use_angle_embedding", "use_graph_attention", "use_message_gate", "use_global_readout"):
             if getattr(self, name) not in (False, "none"):
                 problems.append(f"{name} is not supported (every released EScAIP config leaves it off)")
-        drops = ("mlp_dropout", "atten_dropout", "stochastic_depth_prob", "node_ffn_dropout", "edge_ffn_dropout",
-                 "scalar_output_dropout", "vector_output_dropout")
-        for name in drops:
+        for name in ("mlp_dropout", "atten_dropout", "stochastic_depth_prob", "node_ffn_dropout", "edge_ffn_dropout",
+                     "scalar_output_dropout", "vector_output_dropout"):
             if getattr(self, name):
                 problems.append(f"{name}={getattr(self, name)} is not supported (the released configs use 0)")
         if problems:
@@ -163,12 +159,8 @@ class SquaredReLU(nn.Module):
         return F.relu(x).square()
 
 
-_ACTIVATIONS = {
-    "gelu": nn.GELU,  # exact erf form
-    "relu": nn.ReLU,
-    "leaky_relu": nn.LeakyReLU,
-    "squared_relu": SquaredReLU,
-}
+# nn.GELU is the exact erf form, as fairchem's
+_ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "leaky_relu": nn.LeakyReLU, "squared_relu": SquaredReLU}
 
 
 def make_norm(kind: str, size: int) -> nn.Module:
@@ -277,17 +269,17 @@ class EdgeRows:
     mask: Tensor  # (R, K)
     unit: Tensor  # (R, K, 3)
     rbf: Tensor  # (R, K, n_rbf)
-    legendre: list[Tensor] | None  # per l, (R, 1, K, K)
     attn_bias: Tensor  # (R, 1, 1, K)
+    legendre: list[Tensor] | None  # per l, (R, 1, K, K)
 
 
 def edge_rows(geo: Geometry, chunks: list[slice]) -> list[EdgeRows]:
     """``geo``'s per-slot fields split into the chunks: one split per field (its backward is one cat), where
     indexing rows would write a zero tensor of the whole field per chunk in the backward."""
     sizes = [rows.stop - rows.start for rows in chunks]
-    fields = [t.split(sizes) for t in (geo.graph.index, geo.graph.mask, geo.unit, geo.rbf, geo.attn_bias)]
+    per_field = [t.split(sizes) for t in (geo.graph.index, geo.graph.mask, geo.unit, geo.rbf, geo.attn_bias)]
     legendre = [p.split(sizes) for p in geo.legendre] if geo.legendre is not None else None
-    return [EdgeRows(sizes, *(f[i] for f in fields[:4]), [p[i] for p in legendre] if legendre else None, fields[4][i])
+    return [EdgeRows(sizes, *(f[i] for f in per_field), [p[i] for p in legendre] if legendre else None)
             for i in range(len(chunks))]
 
 
@@ -348,8 +340,7 @@ class InputBlock(nn.Module):
     def forward(self, geo: Geometry, chunks: list[EdgeRows]) -> tuple[Tensor, list[Tensor]]:
         """node (N, H) and the edge stream as one (R, K, H) tensor per chunk."""
         src, tgt = self.input_layer.atom_terms(geo)
-        tgt_chunks = tgt.split(chunks[0].sizes)
-        edges = [self.input_layer(rows, src, tgt_rows) for rows, tgt_rows in zip(chunks, tgt_chunks)]
+        edges = [self.input_layer(rows, src, tgt_rows) for rows, tgt_rows in zip(chunks, tgt.split(chunks[0].sizes))]
         node = self.norm_node(torch.cat([edge[:, 0] for edge in edges]))  # node = the self-loop slot
         return node, [self.norm_edge(edge) for edge in edges]
 
@@ -565,14 +556,9 @@ class DirectForceHead(nn.Module):
 
 
 # registry names and class paths of fairchem's heads -> our head kind
-HEAD_TYPES = {
-    "EScAIP_energy_head": "energy",
-    "EScAIPEnergyHead": "energy",
-    "EScAIP_direct_force_head": "direct_forces",
-    "EScAIPDirectForceHead": "direct_forces",
-    "EScAIP_grad_energy_force_stress_head": "gradient",
-    "EScAIPGradientEnergyForceStressHead": "gradient",
-}
+HEAD_TYPES = {"EScAIP_energy_head": "energy", "EScAIPEnergyHead": "energy",
+              "EScAIP_direct_force_head": "direct_forces", "EScAIPDirectForceHead": "direct_forces",
+              "EScAIP_grad_energy_force_stress_head": "gradient", "EScAIPGradientEnergyForceStressHead": "gradient"}
 
 
 def head_type(spec: dict[str, Any]) -> str:
@@ -608,18 +594,15 @@ class EScAIP(nn.Module):
         values = sorted(kinds.values())
         gradient = "gradient" in values
         if gradient and (not self.cfg.gradient_forces or len(values) != 1):
-            raise ValueError(
-                "a gradient energy/force/stress head needs direct_forces=False, regress_forces=True and no other head"
-            )
+            raise ValueError("a gradient energy/force/stress head needs direct_forces=False, regress_forces=True "
+                             "and no other head")
         if not gradient:
             if values.count("energy") != 1:
                 raise ValueError(f"a direct EScAIP model needs exactly one energy head, got heads {kinds}")
             if self.cfg.regress_forces != ("direct_forces" in values) or values.count("direct_forces") > 1:
-                raise ValueError(
-                    f"heads {kinds} do not match the backbone: regress_forces={self.cfg.regress_forces}, "
-                    f"direct_forces={self.cfg.direct_forces} needs {'one' if self.cfg.regress_forces else 'no'} "
-                    "direct force head"
-                )
+                raise ValueError(f"heads {kinds} do not match the backbone: regress_forces={self.cfg.regress_forces}, "
+                                 f"direct_forces={self.cfg.direct_forces} needs "
+                                 f"{'one' if self.cfg.regress_forces else 'no'} direct force head")
         self.gradient = gradient
 
     def _head(self, kind: str) -> nn.Module:

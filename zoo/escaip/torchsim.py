@@ -22,9 +22,8 @@ class EScAIPTorchSimModel(ModelInterface):
     def __init__(self, module, *, compute_stress: bool = False):
         super().__init__()
         if compute_stress and not module.model.gradient:
-            raise ValueError(
-                "this EScAIP model predicts forces directly, so it has no stress; use a gradient-force model"
-            )
+            raise ValueError("this EScAIP model predicts forces directly, so it has no stress; "
+                             "use a gradient-force model")
         self.module = module.eval()
         weights = next(module.parameters())
         self._device, self._dtype = weights.device, weights.dtype
