@@ -100,7 +100,7 @@ def _segment_offsets(counts: Tensor) -> Tensor:
 
 def _expand_ranges(counts: Tensor) -> tuple[Tensor, Tensor]:
     """For ranges of the given lengths: (range id, position inside the range) of every element."""
-    owner = torch.repeat_interleave(torch.arange(len(counts), device=counts.device), counts)
+    owner = batch_index(counts)
     within = torch.arange(len(owner), device=counts.device) - _segment_offsets(counts)[owner]
     return owner, within
 
@@ -219,11 +219,8 @@ def _search(pos: Tensor, cell: Tensor, periodic: Tensor, natoms: Tensor, cfg: Gr
 def _ranked_table(centre, nbr, image, dist, row_limit, n_atoms: int, cfg: GraphConfig, truncate: bool = True):
     """Per centre row, its T nearest candidates (all of them unless ``truncate``) sorted by distance: (N, W)
     neighbour, (N, W, 3) image, (N, W) valid, (N,) T."""
-    if cfg.knn_soft and not cfg.knn_use_low_mem:
-        limit = row_limit
-    else:
-        # the low-memory soft ranking keeps T = min(k + 20, row size); hard ranks >= k are never selected
-        limit = row_limit.clamp_max(cfg.knn_k + 20)
+    # all but the full soft ranking keep T = min(k + 20, row size); hard ranks >= k are never selected
+    limit = row_limit if cfg.knn_soft and not cfg.knn_use_low_mem else row_limit.clamp_max(cfg.knn_k + 20)
     order = torch.argsort(dist, stable=True)
     order = order[torch.argsort(centre[order], stable=True)]
     centre, nbr, image = centre[order], nbr[order], image[order]
@@ -245,7 +242,8 @@ def _ranked_table(centre, nbr, image, dist, row_limit, n_atoms: int, cfg: GraphC
 def _step(x: Tensor) -> Tensor:
     """The low-memory soft step: 1/2 + sin(x/2)/2 inside |x| < pi, a hard 0/1 step outside."""
     inside = x.abs() < math.pi
-    return torch.where(inside, 0.5 + 0.5 * torch.sin(torch.where(inside, x, torch.zeros_like(x)) / 2), 0.5 + 0.5 * torch.sign(x))
+    smooth = 0.5 + 0.5 * torch.sin(torch.where(inside, x, torch.zeros_like(x)) / 2)
+    return torch.where(inside, smooth, 0.5 + 0.5 * torch.sign(x))
 
 
 @dataclass

@@ -288,8 +288,8 @@ class EdgeEmbedding(nn.Module):
 
     def __init__(self, cfg: EScAIPConfig):
         super().__init__()
-        A, D, R, H = cfg.atom_embedding_size, cfg.node_direction_embedding_size, cfg.edge_distance_embedding_size, cfg.hidden_size
-        n_boo, act = cfg.node_direction_expansion_size, cfg.activation
+        A, D, R = cfg.atom_embedding_size, cfg.node_direction_embedding_size, cfg.edge_distance_embedding_size
+        H, n_boo, act = cfg.hidden_size, cfg.node_direction_expansion_size, cfg.activation
         self.source_atomic_embedding = nn.Embedding(cfg.max_num_elements, A)
         self.target_atomic_embedding = nn.Embedding(cfg.max_num_elements, A)
         self.source_direction_embedding = lin(n_boo, D, act)
@@ -382,7 +382,7 @@ class GraphAttention(EdgeEmbedding):
     def forward(self, edge: Tensor, edges: EdgeRows, terms: tuple[Tensor, ...], all_queries: bool = True) -> Tensor:
         """(R, K, H) attention output of every slot of a chunk's centre atoms, or (R, 1, H) of the self-loop only
         (``all_queries=False``); ``edge`` is their (normalised) edge stream, ``terms`` from ``chunk_terms``."""
-        R, K, H = edge.shape
+        R, _, H = edge.shape
         src, tgt, node_nbr, node_centre = terms
         ea = self.embed_edges(edges, src, tgt)  # (R, K, H)
         nh = self.node_hidden_linear[1](node_nbr[edges.index] + node_centre[:, None])
@@ -400,7 +400,6 @@ class GraphAttention(EdgeEmbedding):
         qkv = F.linear(msg, torch.cat([p.weight for p in projections]), torch.cat([p.bias for p in projections]))
         *q, k, v = (heads(x) for x in qkv.split(H, -1))
         q = q[0] if all_queries else heads(self.attn_in_proj_q(msg[:, :1]))
-        queries = K if all_queries else 1
         if self.groups is None:
             scores = q @ k.transpose(-1, -2)
         else:
@@ -411,7 +410,7 @@ class GraphAttention(EdgeEmbedding):
                 scores = scores + p_l * (q_l @ k_l.transpose(-1, -2))
         scores = scores * self.scale + edges.attn_bias  # (R, nh, K or 1, K); padded keys get -inf
         attn = torch.softmax(scores, -1) @ v  # (R, nh, K or 1, hd)
-        return self.attn_out_proj(attn.transpose(1, 2).reshape(R, queries, H))
+        return self.attn_out_proj(attn.transpose(1, 2).flatten(2))  # (R, K or 1, H)
 
 
 class FeedForward(nn.Module):
@@ -492,9 +491,8 @@ class EScAIPBackbone(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.input_block = InputBlock(cfg)
-        self.transformer_blocks = nn.ModuleList(
-            [TransformerBlock(cfg, last=i == cfg.num_layers - 1) for i in range(cfg.num_layers)]
-        )
+        self.transformer_blocks = nn.ModuleList([TransformerBlock(cfg, last=i == cfg.num_layers - 1)
+                                                 for i in range(cfg.num_layers)])
         self.readout_layers = nn.ModuleList([ReadoutLayer(cfg) for _ in range(cfg.num_layers + 1)])
         self.output_projection = OutputProjection(cfg)
 
@@ -592,18 +590,17 @@ class EScAIP(nn.Module):
         })
         self.head_kinds = kinds
         values = sorted(kinds.values())
-        gradient = "gradient" in values
-        if gradient and (not self.cfg.gradient_forces or len(values) != 1):
+        self.gradient = "gradient" in values
+        if self.gradient and (not self.cfg.gradient_forces or len(values) != 1):
             raise ValueError("a gradient energy/force/stress head needs direct_forces=False, regress_forces=True "
                              "and no other head")
-        if not gradient:
+        if not self.gradient:
             if values.count("energy") != 1:
                 raise ValueError(f"a direct EScAIP model needs exactly one energy head, got heads {kinds}")
             if self.cfg.regress_forces != ("direct_forces" in values) or values.count("direct_forces") > 1:
                 raise ValueError(f"heads {kinds} do not match the backbone: regress_forces={self.cfg.regress_forces}, "
                                  f"direct_forces={self.cfg.direct_forces} needs "
                                  f"{'one' if self.cfg.regress_forces else 'no'} direct force head")
-        self.gradient = gradient
 
     def _head(self, kind: str) -> nn.Module:
         return next(self.output_heads[n] for n, k in self.head_kinds.items() if k == kind)
