@@ -3,7 +3,8 @@
 The official builder ranks every pair of atoms (and periodic images) of a system: quadratic cost. Only pairs
 closer than ``max_radius`` can be selected, and a soft rank only feels candidates within ``pi * knn_sigmoid_scale``,
 so a cell list of the pairs within ``max_radius + pi * knn_sigmoid_scale`` feeds the very same ranking: identical
-neighbours, linear cost. ``neighbor_search="all_pairs"`` keeps the official candidate set (exact for any ranking).
+neighbours, linear cost. ``neighbor_search="all_pairs"`` keeps the official candidate set (the benchmark baseline,
+and the only exact one for the full soft ranking).
 
 Pipeline (per batch, vectorised over systems):
   1. search (no autograd, float64): candidate pairs (centre i, neighbour j, lattice image n);
