@@ -46,8 +46,7 @@ class EScAIPCalculator(Calculator):
         want_stress = self._check_stress(properties, [self.atoms])
         batch = atoms_to_batch([self.atoms], self.device)
         self.module.check_inputs(batch)
-        out = self.module._predict_valid(batch, stress=want_stress if self.module.model.gradient else None,
-                                         table=self._candidates(batch))
+        out = self.module._predict_valid(batch, stress=want_stress, table=self._candidates(batch))
         self.results = self._ase_results({key: value if key == "forces" else value[0] for key, value in out.items()},
                                          want_stress)
 
@@ -70,22 +69,19 @@ class EScAIPCalculator(Calculator):
         return candidate_table(pos, cell, pbc, batch["natoms"], cfg)
 
     def calculate_many(self, images, properties=("energy", "forces"), max_atoms: int = 4096) -> list[dict]:
-        """The results of many structures (an ensemble, replicas, a trajectory's frames) in few forward passes of
-        at most ``max_atoms`` atoms (``EScAIPModule.predict_many``): one dict per structure with the keys of
-        ``calc.results``. Each equals a ``calculate`` of that structure alone up to float rounding; the
+        """``calc.results`` of many structures (an ensemble, a trajectory's frames) in few batched forward passes
+        (``EScAIPModule.predict_many``), each equal to a ``calculate`` of it alone up to float rounding; the
         structures and this calculator's own results are left as they are."""
         want_stress = self._check_stress(properties, images)
-        outs = self.module.predict_many(images, stress=want_stress if self.module.model.gradient else None,
-                                        max_atoms=max_atoms)
+        outs = self.module.predict_many(images, stress=want_stress, max_atoms=max_atoms)
         return [self._ase_results(out, want_stress) for out in outs]
 
     def _check_stress(self, properties, images) -> bool:
         if "stress" not in properties:
             return False
         if "stress" not in self.implemented_properties:
-            raise PropertyNotImplementedError(
-                "this EScAIP model predicts forces directly, so it has no stress; use a gradient-force model"
-            )
+            raise PropertyNotImplementedError("this EScAIP model predicts forces directly, so it has no stress; "
+                                              "use a gradient-force model")
         if not all(atoms.pbc.all() for atoms in images):
             raise PropertyNotImplementedError("stress needs a fully periodic cell (atoms.pbc all True)")
         return True

@@ -1,11 +1,10 @@
 """EScAIP's neighbour graph: the bi-directional soft-kNN radius graph ("biknn"), found with a cell list.
 
-The official builder ranks every pair of atoms (and every periodic image) in a system, so its time and
-memory grow with the square of the atom count. Only pairs closer than ``max_radius`` can be selected, and a
-candidate's soft rank only feels candidates within ``pi * knn_sigmoid_scale`` of it, so a cell list that
-returns every pair within ``max_radius + pi * knn_sigmoid_scale`` feeds the very same ranking: identical
-neighbours, linear cost. ``neighbor_search="all_pairs"`` keeps the official quadratic candidate set (the
-benchmark baseline, and the only exact choice for the rarely used full soft ranking).
+The official builder ranks every pair of atoms (and periodic images) of a system: quadratic cost. Only pairs
+closer than ``max_radius`` can be selected, and a soft rank only feels candidates within ``pi * knn_sigmoid_scale``,
+so a cell list of the pairs within ``max_radius + pi * knn_sigmoid_scale`` feeds the very same ranking: identical
+neighbours, linear cost. ``neighbor_search="all_pairs"`` keeps the official candidate set (the benchmark baseline,
+and the only exact one for the full soft ranking).
 
 Pipeline (per batch, vectorised over systems):
   1. search (no autograd, float64): candidate pairs (centre i, neighbour j, lattice image n);
@@ -75,8 +74,7 @@ class NeighborGraph:
 
     def without_unused_slots(self) -> "NeighborGraph":
         """The same graph with K cut to the most slots any atom uses. Real slots come first in every row and
-        padded ones feed nothing (masked keys; energies read the self-loop), so results are the same while the
-        edge work shrinks: with knn_k 16 and knn_pad_size 24, batches of molecules use 17-19 slots."""
+        padded ones feed nothing (masked keys; energies read the self-loop), so results are the same."""
         width = max(int(self.mask.sum(1).max()), 1) if len(self.mask) else self.mask.shape[1]
         if width == self.mask.shape[1]:
             return self
@@ -103,7 +101,7 @@ def _segment_offsets(counts: Tensor) -> Tensor:
 
 def _expand_ranges(counts: Tensor) -> tuple[Tensor, Tensor]:
     """For ranges of the given lengths: (range id, position inside the range) of every element."""
-    owner = torch.repeat_interleave(torch.arange(len(counts), device=counts.device), counts)
+    owner = batch_index(counts)
     within = torch.arange(len(owner), device=counts.device) - _segment_offsets(counts)[owner]
     return owner, within
 
@@ -138,10 +136,8 @@ def _search(pos: Tensor, cell: Tensor, periodic: Tensor, natoms: Tensor, cfg: Gr
         det = torch.linalg.det(cell[any_periodic]).abs()
         if (det < 1e-8).any():
             bad = torch.nonzero(any_periodic).flatten()[torch.nonzero(det < 1e-8).flatten()[0]].item()
-            raise ValueError(
-                f"system {bad} is periodic but its cell has (near) zero volume; give a full 3x3 cell "
-                "(vacuum along non-periodic directions is fine) or set pbc=False"
-            )
+            raise ValueError(f"system {bad} is periodic but its cell has (near) zero volume; give a full 3x3 cell "
+                             "(vacuum along non-periodic directions is fine) or set pbc=False")
     frac = torch.linalg.solve(safe_cell[batch].transpose(1, 2), pos.unsqueeze(-1)).squeeze(-1)
     wrap_shift = torch.where(periodic[batch], torch.floor(frac), torch.zeros_like(frac))
     pos_w = pos - torch.einsum("na,nab->nb", wrap_shift, cell[batch])
@@ -166,14 +162,12 @@ def _search(pos: Tensor, cell: Tensor, periodic: Tensor, natoms: Tensor, cfg: Gr
     if cfg.exact_all_pairs:
         # the official candidate set: every atom against every (atom, image) of its system
         first_img = _segment_offsets(torch.bincount(batch[img_atom], minlength=n_sys))
-        per_row = (natoms * n_images)[batch]
-        centre, within = _expand_ranges(per_row)
+        centre, within = _expand_ranges(row_limit)
         cand = first_img[batch[centre]] + within
     else:
-        lo = torch.full((n_sys, 3), math.inf, dtype=pos.dtype, device=device)
-        hi = torch.full((n_sys, 3), -math.inf, dtype=pos.dtype, device=device)
-        lo = lo.scatter_reduce(0, batch[:, None].expand(-1, 3), pos_w, "amin")
-        hi = hi.scatter_reduce(0, batch[:, None].expand(-1, 3), pos_w, "amax")
+        rows = batch[:, None].expand(-1, 3)
+        lo = torch.full((n_sys, 3), math.inf, dtype=pos.dtype, device=device).scatter_reduce(0, rows, pos_w, "amin")
+        hi = torch.full((n_sys, 3), -math.inf, dtype=pos.dtype, device=device).scatter_reduce(0, rows, pos_w, "amax")
         if ((hi - lo) > MAX_EXTENT).any():
             raise ValueError(f"atom coordinates span more than {MAX_EXTENT:g} Å; positions must be in Å")
         # image atoms farther than the search radius from a system's bounding box cannot be neighbours
@@ -185,21 +179,17 @@ def _search(pos: Tensor, cell: Tensor, periodic: Tensor, natoms: Tensor, cfg: Gr
         dims = torch.floor((hi - lo + 2 * radius) / radius).long() + 1  # (G, 3)
         offset = _segment_offsets(dims.prod(1))
 
-        def key(p: Tensor, g: Tensor, delta: Tensor | None = None) -> Tensor:
-            b = torch.floor((p - origin[g]) / radius).long()
-            if delta is not None:
-                b = b[:, None, :] + delta  # (N, 27, 3)
-                d = dims[g][:, None, :]
-                return offset[g][:, None] + (b[..., 0] * d[..., 1] + b[..., 1]) * d[..., 2] + b[..., 2]
-            d = dims[g]
-            return offset[g] + (b[:, 0] * d[:, 1] + b[:, 1]) * d[:, 2] + b[:, 2]
+        def key(p: Tensor, g: Tensor, delta: Tensor) -> Tensor:
+            """(len(p), len(delta)) keys of the bins ``delta`` away from each point's bin."""
+            b = torch.floor((p - origin[g]) / radius).long()[:, None, :] + delta
+            d = dims[g][:, None, :]
+            return offset[g][:, None] + (b[..., 0] * d[..., 1] + b[..., 1]) * d[..., 2] + b[..., 2]
 
-        img_keys = key(img_pos[keep], g_img[keep])
-        sorted_keys, order = torch.sort(img_keys)
-        bins, counts = torch.unique_consecutive(sorted_keys, return_counts=True)
-        starts = _segment_offsets(counts)
         steps = torch.tensor([-1, 0, 1], device=device)
         delta = torch.cartesian_prod(steps, steps, steps)  # (27, 3)
+        sorted_keys, order = torch.sort(key(img_pos[keep], g_img[keep], delta.new_zeros(1, 3)).flatten())
+        bins, counts = torch.unique_consecutive(sorted_keys, return_counts=True)
+        starts = _segment_offsets(counts)
         near = key(pos_w, batch, delta).flatten()  # (N * 27,)
         slot = torch.searchsorted(bins, near).clamp_max(len(bins) - 1)
         found = bins[slot] == near
@@ -221,22 +211,17 @@ def _search(pos: Tensor, cell: Tensor, periodic: Tensor, natoms: Tensor, cfg: Gr
         i, j = centre[k].item(), nbr[k].item()
         g = batch[i].item()
         first = _segment_offsets(natoms)[g].item()
-        where = "the same position" if (image[k] == 0).all() else f"the same position (periodic image {image[k].tolist()})"
-        raise ValueError(
-            f"atoms {i - first} and {j - first} of system {g} sit at {where}: distance 0. "
-            "Remove duplicate atoms (e.g. ase.geometry.get_duplicate_atoms(atoms, delete=True))"
-        )
+        where = "the same position" + ("" if (image[k] == 0).all() else f" (periodic image {image[k].tolist()})")
+        raise ValueError(f"atoms {i - first} and {j - first} of system {g} sit at {where}: distance 0. "
+                         "Remove duplicate atoms (e.g. ase.geometry.get_duplicate_atoms(atoms, delete=True))")
     return centre, nbr, image, dist, wrap_shift.long(), row_limit
 
 
 def _ranked_table(centre, nbr, image, dist, row_limit, n_atoms: int, cfg: GraphConfig, truncate: bool = True):
     """Per centre row, its T nearest candidates (all of them unless ``truncate``) sorted by distance: (N, W)
     neighbour, (N, W, 3) image, (N, W) valid, (N,) T."""
-    if cfg.knn_soft and not cfg.knn_use_low_mem:
-        limit = row_limit
-    else:
-        # the low-memory soft ranking keeps T = min(k + 20, row size); hard ranks >= k are never selected
-        limit = row_limit.clamp_max(cfg.knn_k + 20)
+    # all but the full soft ranking keep T = min(k + 20, row size); hard ranks >= k are never selected
+    limit = row_limit if cfg.knn_soft and not cfg.knn_use_low_mem else row_limit.clamp_max(cfg.knn_k + 20)
     order = torch.argsort(dist, stable=True)
     order = order[torch.argsort(centre[order], stable=True)]
     centre, nbr, image = centre[order], nbr[order], image[order]
@@ -258,7 +243,8 @@ def _ranked_table(centre, nbr, image, dist, row_limit, n_atoms: int, cfg: GraphC
 def _step(x: Tensor) -> Tensor:
     """The low-memory soft step: 1/2 + sin(x/2)/2 inside |x| < pi, a hard 0/1 step outside."""
     inside = x.abs() < math.pi
-    return torch.where(inside, 0.5 + 0.5 * torch.sin(torch.where(inside, x, torch.zeros_like(x)) / 2), 0.5 + 0.5 * torch.sign(x))
+    smooth = 0.5 + 0.5 * torch.sin(torch.where(inside, x, torch.zeros_like(x)) / 2)
+    return torch.where(inside, smooth, 0.5 + 0.5 * torch.sign(x))
 
 
 @dataclass
@@ -275,8 +261,7 @@ class CandidateTable:
 
     @functools.cached_property
     def width(self) -> int:
-        """The columns of a table of T nearest: the largest T (one host sync per table; a fixed shape for a given
-        system)."""
+        """The columns of a table of T nearest: the largest T (one host sync per table; fixed for a system)."""
         return int(self.limit.max()) if len(self.limit) else 1
 
 
@@ -330,10 +315,8 @@ def check_slots(n_kept: Tensor, cfg: GraphConfig) -> None:
     """One clear error where an atom keeps more neighbours than ``knn_pad_size`` slots hold."""
     if len(n_kept) and n_kept.max() > cfg.knn_pad_size:
         worst = int(n_kept.argmax())
-        raise ValueError(
-            f"atom {worst} keeps {int(n_kept[worst])} neighbours (self-loop included) but knn_pad_size is "
-            f"{cfg.knn_pad_size}; the soft kNN can keep more than knn_k={cfg.knn_k}: raise knn_pad_size"
-        )
+        raise ValueError(f"atom {worst} keeps {int(n_kept[worst])} neighbours (self-loop included) but knn_pad_size is "
+                         f"{cfg.knn_pad_size}; the soft kNN can keep more than knn_k={cfg.knn_k}: raise knn_pad_size")
 
 
 def ranked_graph(pos: Tensor, cell: Tensor, table: CandidateTable, cfg: GraphConfig,
@@ -383,11 +366,10 @@ def ranked_graph(pos: Tensor, cell: Tensor, table: CandidateTable, cfg: GraphCon
     mask = torch.arange(slots, device=pos.device) < n_kept[:, None]  # (N, K)
     sel_env = env.gather(1, order)
     sel_disp = disp.gather(1, order[..., None].expand(-1, -1, 3))
-    graph = NeighborGraph(
+    return NeighborGraph(
         index=torch.where(mask, table_nbr.gather(1, order), torch.zeros_like(order)),
         mask=mask,
         disp=torch.where(mask[..., None], sel_disp, torch.zeros_like(sel_disp)),
         env=torch.where(mask, sel_env, torch.full_like(sel_env, math.inf)),
         image=torch.where(mask[..., None], table.image.gather(1, order[..., None].expand(-1, -1, 3)), 0),
-    )
-    return graph, n_kept
+    ), n_kept

@@ -12,7 +12,8 @@ cosines between slot directions; unlike the official code, this runs in float64 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import torch
@@ -91,35 +92,25 @@ class EScAIPConfig:
     def __post_init__(self) -> None:
         problems = []
         if self.hidden_size % self.atten_num_heads:
-            problems.append(f"hidden_size {self.hidden_size} is not divisible by atten_num_heads {self.atten_num_heads}")
+            problems.append(f"hidden_size {self.hidden_size} is not divisible by atten_num_heads "
+                            f"{self.atten_num_heads}")
         if self.use_frequency_embedding and sum(self.freequency_list) != self.head_dim:
-            problems.append(
-                f"freequency_list {self.freequency_list} sums to {sum(self.freequency_list)}, "
-                f"but it must sum to the head dim hidden_size/atten_num_heads = {self.head_dim}"
-            )
+            problems.append(f"freequency_list {self.freequency_list} sums to {sum(self.freequency_list)}, "
+                            f"but it must sum to the head dim hidden_size/atten_num_heads = {self.head_dim}")
         if self.activation not in _ACTIVATIONS:
             problems.append(f"activation {self.activation!r} is not one of {sorted(_ACTIVATIONS)}")
         if self.normalization not in ("rmsnorm", "layernorm", "skip"):
             problems.append(f"normalization {self.normalization!r} is not rmsnorm, layernorm or skip")
         if self.distance_function not in ("gaussian", "sigmoid"):
-            problems.append(
-                f"distance_function {self.distance_function!r} is not supported: use gaussian or sigmoid "
-                "(the official linearsigmoid and silu variants do not run)"
-            )
+            problems.append(f"distance_function {self.distance_function!r} is not supported: use gaussian or sigmoid "
+                            "(the official linearsigmoid and silu variants do not run)")
         if self.energy_reduce not in ("sum", "mean"):
             problems.append(f"energy_reduce must be sum or mean, got {self.energy_reduce!r}")
-        rare = {
-            "use_angle_embedding": self.use_angle_embedding != "none",
-            "use_graph_attention": self.use_graph_attention,
-            "use_message_gate": self.use_message_gate,
-            "use_global_readout": self.use_global_readout,
-        }
-        for name, on in rare.items():
-            if on:
+        for name in ("use_angle_embedding", "use_graph_attention", "use_message_gate", "use_global_readout"):
+            if getattr(self, name) not in (False, "none"):
                 problems.append(f"{name} is not supported (every released EScAIP config leaves it off)")
-        drops = ("mlp_dropout", "atten_dropout", "stochastic_depth_prob", "node_ffn_dropout", "edge_ffn_dropout",
-                 "scalar_output_dropout", "vector_output_dropout")
-        for name in drops:
+        for name in ("mlp_dropout", "atten_dropout", "stochastic_depth_prob", "node_ffn_dropout", "edge_ffn_dropout",
+                     "scalar_output_dropout", "vector_output_dropout"):
             if getattr(self, name):
                 problems.append(f"{name}={getattr(self, name)} is not supported (the released configs use 0)")
         if problems:
@@ -135,11 +126,7 @@ class EScAIPConfig:
 
     @property
     def graph(self) -> GraphConfig:
-        return GraphConfig(
-            max_radius=self.max_radius, knn_k=self.knn_k, knn_pad_size=self.knn_pad_size, knn_soft=self.knn_soft,
-            knn_sigmoid_scale=self.knn_sigmoid_scale, knn_lse_scale=self.knn_lse_scale,
-            knn_use_low_mem=self.knn_use_low_mem, use_pbc=self.use_pbc, neighbor_search=self.neighbor_search,
-        )
+        return GraphConfig(**{f.name: getattr(self, f.name) for f in fields(GraphConfig)})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "EScAIPConfig":
@@ -172,12 +159,8 @@ class SquaredReLU(nn.Module):
         return F.relu(x).square()
 
 
-_ACTIVATIONS = {
-    "gelu": nn.GELU,  # exact erf form
-    "relu": nn.ReLU,
-    "leaky_relu": nn.LeakyReLU,
-    "squared_relu": SquaredReLU,
-}
+# nn.GELU is the exact erf form, as fairchem's
+_ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "leaky_relu": nn.LeakyReLU, "squared_relu": SquaredReLU}
 
 
 def make_norm(kind: str, size: int) -> nn.Module:
@@ -217,27 +200,23 @@ class Geometry:
     attn_bias: Tensor  # (N, 1, 1, K) additive key bias from the envelope
 
 
-def legendre_series(cos: Tensor, nonzero: Tensor, lmax: int) -> list[Tensor]:
-    """[P_0 .. P_lmax](cos) by Bonnet's recursion; terms with l > 0 vanish where a direction is zero."""
-    out = [torch.ones_like(cos)]
-    if lmax >= 1:
-        out.append(cos)
-    for l in range(1, lmax):
-        out.append(((2 * l + 1) * cos * out[l] - l * out[l - 1]) / (l + 1))
-    return [out[0]] + [p * nonzero for p in out[1:]]
+def legendre_terms(cos: Tensor, nonzero: Tensor, lmax: int) -> Iterator[Tensor]:
+    """P_1 .. P_lmax (cos) by Bonnet's recursion, zero where a direction is zero; a generator, so that only two
+    (N, K, K) terms need be alive at once."""
+    p_prev, p = torch.ones_like(cos), cos
+    for l in range(1, lmax + 1):
+        if l > 1:
+            p_prev, p = p, ((2 * l - 1) * cos * p - (l - 1) * p_prev) / l
+        yield p * nonzero
 
 
 def bond_orientational_order(cos: Tensor, nonzero: Tensor, mask: Tensor, lmax: int) -> Tensor:
     """(N, lmax+1): sqrt(max(|mean over slots of Y_l(u)/sqrt(2l+1)|^2, 1e-6)), the self-loop included."""
     pair_mask = (mask[:, :, None] & mask[:, None, :]).to(cos.dtype)  # (N, K, K)
     count = mask.sum(1).to(cos.dtype)  # (N,)
-    # sum_m mean_m^2 = (1/n^2) sum_{a,b} P_l(u_a . u_b); recursion keeps two (N, K, K) terms alive
-    values, p_prev, p = [torch.ones_like(count)], torch.ones_like(cos), cos
-    for l in range(1, lmax + 1):
-        if l > 1:
-            p_prev, p = p, ((2 * l - 1) * cos * p - (l - 1) * p_prev) / l
-        values.append((p * nonzero * pair_mask).sum((1, 2)) / count**2)
-    return torch.stack(values, 1).clamp_min(1e-6).sqrt()
+    # sum_m mean_m^2 = (1/n^2) sum_{a,b} P_l(u_a . u_b)
+    values = [(p * pair_mask).sum((1, 2)) / count**2 for p in legendre_terms(cos, nonzero, lmax)]
+    return torch.stack([torch.ones_like(count), *values], 1).clamp_min(1e-6).sqrt()
 
 
 def distance_expansion(dist: Tensor, cfg: EScAIPConfig) -> Tensor:
@@ -260,14 +239,13 @@ def geometry(graph: NeighborGraph, atomic_numbers: Tensor, cfg: EScAIPConfig) ->
     boo = bond_orientational_order(cos, nonzero, graph.mask, cfg.node_direction_expansion_size - 1)
     legendre = None
     if cfg.use_frequency_embedding:
-        legendre = [p[:, None] for p in legendre_series(cos, nonzero, len(cfg.freequency_list) - 1)]
+        terms = legendre_terms(cos, nonzero, len(cfg.freequency_list) - 1)
+        legendre = [p[:, None] for p in (torch.ones_like(cos), *terms)]
     env = graph.env
     inside = env < 1
-    if cfg.use_envelope:
-        e2 = torch.where(inside, env, torch.zeros_like(env)).square()
-        bias = torch.where(inside, -e2 / (1 - e2), torch.full_like(env, -math.inf))
-    else:
-        bias = torch.where(inside, torch.zeros_like(env), torch.full_like(env, -math.inf))
+    e2 = torch.where(inside, env, torch.zeros_like(env)).square()
+    kept_bias = -e2 / (1 - e2) if cfg.use_envelope else torch.zeros_like(env)
+    bias = torch.where(inside, kept_bias, torch.full_like(env, -math.inf))
     return Geometry(graph, atomic_numbers, unit, distance_expansion(dist, cfg), boo, legendre, bias[:, None, None, :])
 
 
@@ -276,12 +254,8 @@ EDGE_CHUNK_ELEMENTS = 1 << 20  # atoms x slots x hidden of one chunk of edge wor
 
 
 def row_chunks(n_atoms: int, slots: int, hidden: int) -> list[slice]:
-    """Consecutive centre-atom ranges whose edge tensors hold about ``EDGE_CHUNK_ELEMENTS`` values each.
-
-    The edge stream is worked on chunk by chunk so that each chunk's chain of edge ops stays in the CPU cache:
-    run on whole large systems, those (mostly memory-bound) ops went from ~1.2 to ~5 ns per value between 1,000
-    and 4,000 atoms, so the forward grew as atoms^1.3. Edges of different atoms never mix, so results are the same.
-    """
+    """Consecutive centre-atom ranges whose edge tensors hold about ``EDGE_CHUNK_ELEMENTS`` values each, so that
+    each chunk's chain of (memory-bound) edge ops stays in the CPU cache; edges of different atoms never mix."""
     size = max(1, EDGE_CHUNK_ELEMENTS // max(slots * hidden, 1))
     return [slice(start, min(start + size, n_atoms)) for start in range(0, n_atoms, size)]
 
@@ -295,17 +269,17 @@ class EdgeRows:
     mask: Tensor  # (R, K)
     unit: Tensor  # (R, K, 3)
     rbf: Tensor  # (R, K, n_rbf)
-    legendre: list[Tensor] | None  # per l, (R, 1, K, K)
     attn_bias: Tensor  # (R, 1, 1, K)
+    legendre: list[Tensor] | None  # per l, (R, 1, K, K)
 
 
 def edge_rows(geo: Geometry, chunks: list[slice]) -> list[EdgeRows]:
     """``geo``'s per-slot fields split into the chunks: one split per field (its backward is one cat), where
     indexing rows would write a zero tensor of the whole field per chunk in the backward."""
     sizes = [rows.stop - rows.start for rows in chunks]
-    fields = [t.split(sizes) for t in (geo.graph.index, geo.graph.mask, geo.unit, geo.rbf, geo.attn_bias)]
+    per_field = [t.split(sizes) for t in (geo.graph.index, geo.graph.mask, geo.unit, geo.rbf, geo.attn_bias)]
     legendre = [p.split(sizes) for p in geo.legendre] if geo.legendre is not None else None
-    return [EdgeRows(sizes, *(f[i] for f in fields[:4]), [p[i] for p in legendre] if legendre else None, fields[4][i])
+    return [EdgeRows(sizes, *(f[i] for f in per_field), [p[i] for p in legendre] if legendre else None)
             for i in range(len(chunks))]
 
 
@@ -314,8 +288,8 @@ class EdgeEmbedding(nn.Module):
 
     def __init__(self, cfg: EScAIPConfig):
         super().__init__()
-        A, D, R, H = cfg.atom_embedding_size, cfg.node_direction_embedding_size, cfg.edge_distance_embedding_size, cfg.hidden_size
-        n_boo, act = cfg.node_direction_expansion_size, cfg.activation
+        A, D, R = cfg.atom_embedding_size, cfg.node_direction_embedding_size, cfg.edge_distance_embedding_size
+        H, n_boo, act = cfg.hidden_size, cfg.node_direction_expansion_size, cfg.activation
         self.source_atomic_embedding = nn.Embedding(cfg.max_num_elements, A)
         self.target_atomic_embedding = nn.Embedding(cfg.max_num_elements, A)
         self.source_direction_embedding = lin(n_boo, D, act)
@@ -366,8 +340,7 @@ class InputBlock(nn.Module):
     def forward(self, geo: Geometry, chunks: list[EdgeRows]) -> tuple[Tensor, list[Tensor]]:
         """node (N, H) and the edge stream as one (R, K, H) tensor per chunk."""
         src, tgt = self.input_layer.atom_terms(geo)
-        tgt_chunks = tgt.split(chunks[0].sizes)
-        edges = [self.input_layer(rows, src, tgt_rows) for rows, tgt_rows in zip(chunks, tgt_chunks)]
+        edges = [self.input_layer(rows, src, tgt_rows) for rows, tgt_rows in zip(chunks, tgt.split(chunks[0].sizes))]
         node = self.norm_node(torch.cat([edge[:, 0] for edge in edges]))  # node = the self-loop slot
         return node, [self.norm_edge(edge) for edge in edges]
 
@@ -409,7 +382,7 @@ class GraphAttention(EdgeEmbedding):
     def forward(self, edge: Tensor, edges: EdgeRows, terms: tuple[Tensor, ...], all_queries: bool = True) -> Tensor:
         """(R, K, H) attention output of every slot of a chunk's centre atoms, or (R, 1, H) of the self-loop only
         (``all_queries=False``); ``edge`` is their (normalised) edge stream, ``terms`` from ``chunk_terms``."""
-        R, K, H = edge.shape
+        R, _, H = edge.shape
         src, tgt, node_nbr, node_centre = terms
         ea = self.embed_edges(edges, src, tgt)  # (R, K, H)
         nh = self.node_hidden_linear[1](node_nbr[edges.index] + node_centre[:, None])
@@ -427,7 +400,6 @@ class GraphAttention(EdgeEmbedding):
         qkv = F.linear(msg, torch.cat([p.weight for p in projections]), torch.cat([p.bias for p in projections]))
         *q, k, v = (heads(x) for x in qkv.split(H, -1))
         q = q[0] if all_queries else heads(self.attn_in_proj_q(msg[:, :1]))
-        queries = K if all_queries else 1
         if self.groups is None:
             scores = q @ k.transpose(-1, -2)
         else:
@@ -438,7 +410,7 @@ class GraphAttention(EdgeEmbedding):
                 scores = scores + p_l * (q_l @ k_l.transpose(-1, -2))
         scores = scores * self.scale + edges.attn_bias  # (R, nh, K or 1, K); padded keys get -inf
         attn = torch.softmax(scores, -1) @ v  # (R, nh, K or 1, hd)
-        return self.attn_out_proj(attn.transpose(1, 2).reshape(R, queries, H))
+        return self.attn_out_proj(attn.transpose(1, 2).flatten(2))  # (R, K or 1, H)
 
 
 class FeedForward(nn.Module):
@@ -468,8 +440,7 @@ class TransformerBlock(nn.Module):
         terms = self.graph_attention.chunk_terms(geo, self.norm_attn_node(node), chunks)
         self_rows, new_edges = [], []
         for rows, chunk_terms, edge in zip(chunks, terms, edges):
-            # without an edge FFN (the last block of a gradient model; officially an identity edge branch,
-            # edge + edge, whose output nothing reads) only the self-loop's attention row is needed
+            # without an edge FFN nothing reads the new edges: only the self-loop's attention row is needed
             attn = self.graph_attention(self.norm_attn_edge(edge), rows, chunk_terms, all_queries=edge_out)
             self_rows.append(attn[:, 0])
             if edge_out:
@@ -520,9 +491,8 @@ class EScAIPBackbone(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.input_block = InputBlock(cfg)
-        self.transformer_blocks = nn.ModuleList(
-            [TransformerBlock(cfg, last=i == cfg.num_layers - 1) for i in range(cfg.num_layers)]
-        )
+        self.transformer_blocks = nn.ModuleList([TransformerBlock(cfg, last=i == cfg.num_layers - 1)
+                                                 for i in range(cfg.num_layers)])
         self.readout_layers = nn.ModuleList([ReadoutLayer(cfg) for _ in range(cfg.num_layers + 1)])
         self.output_projection = OutputProjection(cfg)
 
@@ -549,13 +519,6 @@ class OutputLayer(nn.Module):
         return self.final_output(self.ffn(x))
 
 
-def _reduce(per_atom: Tensor, batch: Tensor, n_sys: int, how: str) -> Tensor:
-    total = per_atom.new_zeros(n_sys).index_add(0, batch, per_atom)
-    if how == "mean":
-        total = total / torch.bincount(batch, minlength=n_sys).to(total.dtype)
-    return total
-
-
 class EnergyHead(nn.Module):
     def __init__(self, cfg: EScAIPConfig, apply_norm: bool = True):
         super().__init__()
@@ -565,8 +528,11 @@ class EnergyHead(nn.Module):
         self.reduce = cfg.energy_reduce
 
     def energy(self, node: Tensor, batch: Tensor, n_sys: int) -> Tensor:
-        x = self.node_norm(node) if self.apply_norm else node
-        return _reduce(self.energy_layer(x).squeeze(-1), batch, n_sys, self.reduce)  # (G,)
+        per_atom = self.energy_layer(self.node_norm(node) if self.apply_norm else node).squeeze(-1)
+        total = per_atom.new_zeros(n_sys).index_add(0, batch, per_atom)  # (G,)
+        if self.reduce == "mean":
+            total = total / torch.bincount(batch, minlength=n_sys).to(total.dtype)
+        return total
 
 
 class DirectForceHead(nn.Module):
@@ -588,14 +554,9 @@ class DirectForceHead(nn.Module):
 
 
 # registry names and class paths of fairchem's heads -> our head kind
-HEAD_TYPES = {
-    "EScAIP_energy_head": "energy",
-    "EScAIPEnergyHead": "energy",
-    "EScAIP_direct_force_head": "direct_forces",
-    "EScAIPDirectForceHead": "direct_forces",
-    "EScAIP_grad_energy_force_stress_head": "gradient",
-    "EScAIPGradientEnergyForceStressHead": "gradient",
-}
+HEAD_TYPES = {"EScAIP_energy_head": "energy", "EScAIPEnergyHead": "energy",
+              "EScAIP_direct_force_head": "direct_forces", "EScAIPDirectForceHead": "direct_forces",
+              "EScAIP_grad_energy_force_stress_head": "gradient", "EScAIPGradientEnergyForceStressHead": "gradient"}
 
 
 def head_type(spec: dict[str, Any]) -> str:
@@ -622,31 +583,24 @@ class EScAIP(nn.Module):
         self.cfg = EScAIPConfig.from_dict(backbone)
         self.backbone = EScAIPBackbone(self.cfg)
         kinds = {name: head_type(spec) for name, spec in heads.items()}
-        modules = {}
-        for name in sorted(heads):
-            kind = kinds[name]
-            if kind == "direct_forces":
-                modules[name] = DirectForceHead(self.cfg)
-            else:
-                modules[name] = EnergyHead(self.cfg, apply_norm=kind == "energy")
-        self.output_heads = nn.ModuleDict(modules)
+        self.output_heads = nn.ModuleDict({
+            name: DirectForceHead(self.cfg) if kind == "direct_forces"
+            else EnergyHead(self.cfg, apply_norm=kind == "energy")
+            for name, kind in sorted(kinds.items())
+        })
         self.head_kinds = kinds
         values = sorted(kinds.values())
-        gradient = "gradient" in values
-        if gradient and (not self.cfg.gradient_forces or len(values) != 1):
-            raise ValueError(
-                "a gradient energy/force/stress head needs direct_forces=False, regress_forces=True and no other head"
-            )
-        if not gradient:
+        self.gradient = "gradient" in values
+        if self.gradient and (not self.cfg.gradient_forces or len(values) != 1):
+            raise ValueError("a gradient energy/force/stress head needs direct_forces=False, regress_forces=True "
+                             "and no other head")
+        if not self.gradient:
             if values.count("energy") != 1:
                 raise ValueError(f"a direct EScAIP model needs exactly one energy head, got heads {kinds}")
             if self.cfg.regress_forces != ("direct_forces" in values) or values.count("direct_forces") > 1:
-                raise ValueError(
-                    f"heads {kinds} do not match the backbone: regress_forces={self.cfg.regress_forces}, "
-                    f"direct_forces={self.cfg.direct_forces} needs {'one' if self.cfg.regress_forces else 'no'} "
-                    "direct force head"
-                )
-        self.gradient = gradient
+                raise ValueError(f"heads {kinds} do not match the backbone: regress_forces={self.cfg.regress_forces}, "
+                                 f"direct_forces={self.cfg.direct_forces} needs "
+                                 f"{'one' if self.cfg.regress_forces else 'no'} direct force head")
 
     def _head(self, kind: str) -> nn.Module:
         return next(self.output_heads[n] for n, k in self.head_kinds.items() if k == kind)

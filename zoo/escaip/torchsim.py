@@ -9,9 +9,8 @@ from torch import Tensor
 try:
     from torch_sim.models.interface import ModelInterface
 except ImportError:
-    raise ImportError(
-        'EScAIP as a TorchSim model needs torch-sim-atomistic: pip install "lightning-zoo[torchsim]"'
-    ) from None
+    raise ImportError("EScAIP as a TorchSim model needs torch-sim-atomistic: "
+                      'pip install "lightning-zoo[torchsim]"') from None
 
 __all__ = ["EScAIPTorchSimModel"]
 
@@ -23,9 +22,8 @@ class EScAIPTorchSimModel(ModelInterface):
     def __init__(self, module, *, compute_stress: bool = False):
         super().__init__()
         if compute_stress and not module.model.gradient:
-            raise ValueError(
-                "this EScAIP model predicts forces directly, so it has no stress; use a gradient-force model"
-            )
+            raise ValueError("this EScAIP model predicts forces directly, so it has no stress; "
+                             "use a gradient-force model")
         self.module = module.eval()
         weights = next(module.parameters())
         self._device, self._dtype = weights.device, weights.dtype
@@ -45,5 +43,5 @@ class EScAIPTorchSimModel(ModelInterface):
             "pbc": torch.as_tensor(state.pbc, device=self._device).expand(state.n_systems, 3),
             "natoms": natoms,
         }
-        out = self.module.predict(batch, stress=self._compute_stress if self.module.model.gradient else None)
+        out = self.module.predict(batch, stress=self._compute_stress)
         return {key: value.to(state.positions.dtype) for key, value in out.items()}  # the state's precision
