@@ -20,7 +20,6 @@ import base64
 import json
 import math
 import os
-import shutil
 import sys
 import tempfile
 import time

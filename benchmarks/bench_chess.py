@@ -27,7 +27,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import chess
 import numpy as np

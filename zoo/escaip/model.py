@@ -570,6 +570,7 @@ def head_type(spec: dict[str, Any]) -> str:
 # ============================================================================= the whole model
 SLOT_MARGIN = 2  # neighbour slots a compiled graph keeps beyond the most any atom kept when it was measured
 
+
 class EScAIP(nn.Module):
     """fairchem's HydraModel layout: ``backbone`` + ``output_heads`` (one per configured head, sorted by name).
 
