@@ -36,20 +36,12 @@ def default_structures(supported: set[int] | None = None) -> list:
 
 
 def random_rotation(kind: str, rng: np.random.Generator) -> np.ndarray:
-    if kind == "random":
-        q = rng.normal(size=4)
-        a, b, c, d = q / np.linalg.norm(q)
-        return np.array([
-            [a * a + b * b - c * c - d * d, 2 * (b * c - a * d), 2 * (b * d + a * c)],
-            [2 * (b * c + a * d), a * a - b * b + c * c - d * d, 2 * (c * d - a * b)],
-            [2 * (b * d - a * c), 2 * (c * d + a * b), a * a - b * b - c * c + d * d],
-        ])
-    angle = rng.uniform(0, 2 * math.pi)
-    cos, sin = math.cos(angle), math.sin(angle)
-    i, j = {"x": (1, 2), "y": (2, 0), "z": (0, 1)}[kind]
-    rot = np.eye(3)
-    rot[i, i], rot[i, j], rot[j, i], rot[j, j] = cos, -sin, sin, cos
-    return rot
+    from scipy.spatial.transform import Rotation
+
+    if kind == "random":  # a normal 4-vector, normalised: a uniformly random unit quaternion (scipy: scalar last)
+        w, x, y, z = rng.normal(size=4)
+        return Rotation.from_quat([x, y, z, w]).as_matrix()
+    return Rotation.from_euler(kind, rng.uniform(0, 2 * math.pi)).as_matrix()
 
 
 def _predict(model, atoms_list) -> tuple[np.ndarray, np.ndarray | None]:
