@@ -36,7 +36,6 @@ def atoms_to_sample(atoms, *, require_labels: bool = True) -> Sample:
         raise ValueError(f"structure {atoms.get_chemical_formula()} has no energy/forces labels; write them with "
                          "ase.io.write (extxyz keeps a SinglePointCalculator's results) or put them in "
                          "atoms.info['energy'] and atoms.arrays['forces']")
-    n = len(atoms)
     if stress is not None:
         stress = np.asarray(stress, dtype=np.float64)
         stress = voigt_6_to_full_3x3_stress(stress) if stress.shape == (6,) else stress.reshape(3, 3)
@@ -44,7 +43,7 @@ def atoms_to_sample(atoms, *, require_labels: bool = True) -> Sample:
             "pos": np.asarray(atoms.positions, dtype=np.float64),
             "cell": np.asarray(atoms.cell.array, dtype=np.float64), "pbc": np.asarray(atoms.pbc, dtype=bool),
             "energy": float(energy) if energy is not None else 0.0,
-            "forces": np.asarray(forces, dtype=np.float64) if forces is not None else np.zeros((n, 3)),
+            "forces": np.asarray(forces, dtype=np.float64) if forces is not None else np.zeros((len(atoms), 3)),
             "stress": stress if stress is not None else np.zeros((3, 3)), "has_stress": stress is not None}
 
 
@@ -226,9 +225,8 @@ def fit_target_scaling(samples: Sequence[Sample], max_num_elements: int) -> dict
     refs[present] = np.linalg.lstsq(counts[:, present], energies, rcond=None)[0]
     residual = energies - counts @ refs
     forces = np.concatenate([s["forces"].ravel() for s in samples])
-    rmsd = float(np.sqrt(np.mean(forces**2))) if forces.size and np.any(forces) else 0.0
-    if rmsd <= 0:
-        rmsd = float(np.std(residual / counts.sum(1))) or 1.0
+    rmsd = float(np.sqrt(np.mean(forces**2))) if np.any(forces) else 0.0
+    rmsd = rmsd or float(np.std(residual / counts.sum(1))) or 1.0  # no forces: the spread of per-atom energies
     return {"element_references": refs, "energy_mean": float(residual.mean()), "energy_rmsd": rmsd, "forces_rmsd": rmsd,
             "stress_rmsd": rmsd, "supported_elements": present}
 
