@@ -121,10 +121,6 @@ class AtomsDataset(Dataset):
     def __getitem__(self, i: int) -> Sample:
         return self.samples[i]
 
-    @property
-    def atom_counts(self) -> list[int]:
-        return [len(s["atomic_numbers"]) for s in self.samples]
-
 
 # ----------------------------------------------------------------------------- batching
 def pack_by_atoms(order: Iterable[int], atom_counts: Sequence[int], max_atoms: int) -> list[list[int]]:
@@ -272,7 +268,8 @@ class EScAIPDataModule(MidEpochResume, L.LightningDataModule):
         return fit_target_scaling(self.train_set.samples, max_num_elements)
 
     def _loader(self, dataset: AtomsDataset, shuffle: bool) -> DataLoader:
-        sampler = AtomCountBatchSampler(EpochSampler(dataset), dataset.atom_counts, self.hparams.max_atoms_per_batch,
+        atom_counts = [len(s["atomic_numbers"]) for s in dataset.samples]
+        sampler = AtomCountBatchSampler(EpochSampler(dataset), atom_counts, self.hparams.max_atoms_per_batch,
                                         shuffle=shuffle, seed=self.hparams.seed,
                                         resume_at=self.take_resume_at() if shuffle else None)
         return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate_atoms,

@@ -475,7 +475,7 @@ def _labelled(atoms, **info):
     if atoms.pbc.all():
         results["stress"] = atoms.get_stress()
     if not np.all(np.isfinite(frame.positions)) or np.abs(results["forces"]).max() > 1e3:
-        raise RuntimeError(f"{info.get('system', atoms.get_chemical_formula())}: the structure blew up")
+        raise RuntimeError(f"{info['system']}: the structure blew up")
     frame.calc = SinglePointCalculator(frame, **results)
     frame.info.update(info)
     return frame
