@@ -202,11 +202,9 @@ class AtomCountBatchSampler(ResumableBatchSampler):
 
 # ----------------------------------------------------------------------------- normalisation
 def fit_target_scaling(samples: Sequence[Sample], max_num_elements: int) -> dict[str, Any]:
-    """Per-element linear energy references (least squares) and the normaliser, in float64.
-
-    As fairchem's OC20/MPtrj setups: one rmsd (the RMS force component) scales energy, forces and stress, so
-    gradient forces stay consistent; the energy mean is that of the referenced energies.
-    """
+    """Per-element linear energy references (least squares) and the normaliser, in float64. As fairchem's OC20/MPtrj
+    setups, one rmsd (the RMS force component) scales energy, forces and stress, so gradient forces stay consistent;
+    the energy mean is that of the referenced energies."""
     if not samples:
         raise ValueError("cannot fit element references on an empty training set")
     counts = np.zeros((len(samples), max_num_elements))
