@@ -19,6 +19,9 @@ from zoo.escaip.data import atoms_to_batch
 __all__ = ["default_structures", "random_rotation", "symmetry_report", "format_report"]
 
 KINDS = ("random", "x", "y", "z")
+# how an error sums up over the transforms: maxima by the largest, the cosine by the smallest, the rest by the mean
+_REDUCE = {"force_cos": np.min,
+           **dict.fromkeys(("energy_max", "energy_max_per_atom", "force_max", "force_scale"), np.max)}
 
 
 def default_structures(supported: set[int] | None = None) -> list:
@@ -82,20 +85,11 @@ def symmetry_report(model, structures=None, *, n_rotations: int = 32, n_translat
                 b.positions, b.cell = a.positions @ rot.T + shift, a.cell.array @ rot.T
             e1, f1 = _predict(model, moved)
             rows.append(_compare(e0, None if f0 is None else f0 @ rot.T, e1, f1, natoms))
-        return _summarise(rows)
+        return {key: float(_REDUCE.get(key, np.mean)([r[key] for r in rows])) for key in rows[0]}
 
     report["rotation"] = {kind: summary((random_rotation(kind, rng), 0.0) for _ in range(n_rotations)) for kind in KINDS}
     report["translation"] = summary((np.eye(3), rng.uniform(-5, 5, size=3)) for _ in range(n_translations))
     return report
-
-
-def _summarise(rows: list[dict[str, float]]) -> dict[str, float]:
-    out = {}
-    for key in rows[0]:
-        values = [r[key] for r in rows]
-        out[key] = float(np.min(values)) if key == "force_cos" else (
-            float(np.max(values)) if key.endswith(("max", "max_per_atom", "scale")) else float(np.mean(values)))
-    return out
 
 
 def format_report(report: dict[str, Any]) -> str:
