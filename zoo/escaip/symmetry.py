@@ -24,8 +24,8 @@ _REDUCE = {"force_cos": np.min,
            **dict.fromkeys(("energy_max", "energy_max_per_atom", "force_max", "force_scale"), np.max)}
 
 
-def default_structures(supported: set[int] | None = None) -> list:
-    """Molecules (no PBC, as the authors check) and a periodic slab; only those the model can evaluate."""
+def default_structures(supported: set[int]) -> list:
+    """Molecules (no PBC, as the authors check) and a periodic slab; only those of ``supported`` elements."""
     from ase.build import add_adsorbate, fcc111, molecule
 
     structures = [molecule(name) for name in ("CH3CH2OH", "C6H6", "H2O", "CH3COOH")]
@@ -33,9 +33,7 @@ def default_structures(supported: set[int] | None = None) -> list:
     add_adsorbate(slab, "O", 1.2, "fcc")
     slab.rattle(0.05, seed=0)
     structures.append(slab)
-    if supported is not None:
-        structures = [a for a in structures if set(a.numbers.tolist()) <= supported]
-    return structures
+    return [a for a in structures if set(a.numbers.tolist()) <= supported]
 
 
 def random_rotation(kind: str, rng: np.random.Generator) -> np.ndarray:
