@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import itertools
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -91,8 +92,6 @@ def read_structures(paths: str | os.PathLike | Sequence[str | os.PathLike],
     A folder stands for every ``*.extxyz`` below it (e.g. the output of ``zoo escaip make-data``), sorted.
     ``exclude`` holds ``fnmatch`` patterns on file paths (``"*/T500_s1/*"``) to hold whole trajectories out.
     """
-    import fnmatch
-
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     files: list[Path] = []
