@@ -74,6 +74,5 @@ class Convert(Options):
             module = convert_state_dict(self.src, self.config, self.out)
         else:
             module = convert_checkpoint(self.src, self.out, use_ema=self.ema, dataset=self.dataset)
-        n = sum(p.numel() for p in module.parameters())
-        print(f"wrote {self.out}: EScAIP with {n:,} parameters "
+        print(f"wrote {self.out}: EScAIP with {sum(p.numel() for p in module.parameters()):,} parameters "
               f"({'gradient' if module.model.gradient else 'direct'} forces)")

@@ -1,10 +1,8 @@
-"""Convert official EScAIP weights into zoo repos (``config.json`` + ``model.safetensors``).
-
-Two sources:
-  * a fairchem inference checkpoint (a pickle of ``MLIPInferenceCheckpoint``), read with ``weights_only=True``: the
-    one fairchem class it names is allow-listed as a local stand-in dataclass, so fairchem is never imported;
-  * a state dict (``.safetensors`` or ``.pt``) with fairchem key names plus a JSON file holding ``backbone_kwargs``
-    and ``heads`` (the layout of the reference fixtures' ``*_config.json``).
+"""Convert official EScAIP weights into zoo repos (``config.json`` + ``model.safetensors``), from either
+  * a fairchem inference checkpoint (a pickle of ``MLIPInferenceCheckpoint``), read with ``weights_only=True`` and a
+    local stand-in for that one class, so fairchem is never imported; or
+  * a state dict (``.safetensors`` or ``.pt``) with fairchem key names plus a JSON of ``backbone_kwargs`` and ``heads``
+    (as the reference fixtures' ``*_config.json``).
 """
 
 from __future__ import annotations

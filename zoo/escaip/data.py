@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import itertools
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -36,7 +37,6 @@ def atoms_to_sample(atoms, *, require_labels: bool = True) -> Sample:
         raise ValueError(f"structure {atoms.get_chemical_formula()} has no energy/forces labels; write them with "
                          "ase.io.write (extxyz keeps a SinglePointCalculator's results) or put them in "
                          "atoms.info['energy'] and atoms.arrays['forces']")
-    n = len(atoms)
     if stress is not None:
         stress = np.asarray(stress, dtype=np.float64)
         stress = voigt_6_to_full_3x3_stress(stress) if stress.shape == (6,) else stress.reshape(3, 3)
@@ -44,7 +44,7 @@ def atoms_to_sample(atoms, *, require_labels: bool = True) -> Sample:
             "pos": np.asarray(atoms.positions, dtype=np.float64),
             "cell": np.asarray(atoms.cell.array, dtype=np.float64), "pbc": np.asarray(atoms.pbc, dtype=bool),
             "energy": float(energy) if energy is not None else 0.0,
-            "forces": np.asarray(forces, dtype=np.float64) if forces is not None else np.zeros((n, 3)),
+            "forces": np.asarray(forces, dtype=np.float64) if forces is not None else np.zeros((len(atoms), 3)),
             "stress": stress if stress is not None else np.zeros((3, 3)), "has_stress": stress is not None}
 
 
@@ -92,8 +92,6 @@ def read_structures(paths: str | os.PathLike | Sequence[str | os.PathLike],
     A folder stands for every ``*.extxyz`` below it (e.g. the output of ``zoo escaip make-data``), sorted.
     ``exclude`` holds ``fnmatch`` patterns on file paths (``"*/T500_s1/*"``) to hold whole trajectories out.
     """
-    import fnmatch
-
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     files: list[Path] = []
@@ -121,10 +119,6 @@ class AtomsDataset(Dataset):
 
     def __getitem__(self, i: int) -> Sample:
         return self.samples[i]
-
-    @property
-    def atom_counts(self) -> list[int]:
-        return [len(s["atomic_numbers"]) for s in self.samples]
 
 
 # ----------------------------------------------------------------------------- batching
@@ -207,11 +201,9 @@ class AtomCountBatchSampler(ResumableBatchSampler):
 
 # ----------------------------------------------------------------------------- normalisation
 def fit_target_scaling(samples: Sequence[Sample], max_num_elements: int) -> dict[str, Any]:
-    """Per-element linear energy references (least squares) and the normaliser, in float64.
-
-    As fairchem's OC20/MPtrj setups: one rmsd (the RMS force component) scales energy, forces and stress, so
-    gradient forces stay consistent; the energy mean is that of the referenced energies.
-    """
+    """Per-element linear energy references (least squares) and the normaliser, in float64. As fairchem's OC20/MPtrj
+    setups, one rmsd (the RMS force component) scales energy, forces and stress, so gradient forces stay consistent;
+    the energy mean is that of the referenced energies."""
     if not samples:
         raise ValueError("cannot fit element references on an empty training set")
     counts = np.zeros((len(samples), max_num_elements))
@@ -226,9 +218,8 @@ def fit_target_scaling(samples: Sequence[Sample], max_num_elements: int) -> dict
     refs[present] = np.linalg.lstsq(counts[:, present], energies, rcond=None)[0]
     residual = energies - counts @ refs
     forces = np.concatenate([s["forces"].ravel() for s in samples])
-    rmsd = float(np.sqrt(np.mean(forces**2))) if forces.size and np.any(forces) else 0.0
-    if rmsd <= 0:
-        rmsd = float(np.std(residual / counts.sum(1))) or 1.0
+    rmsd = float(np.sqrt(np.mean(forces**2))) if np.any(forces) else 0.0
+    rmsd = rmsd or float(np.std(residual / counts.sum(1))) or 1.0  # no forces: the spread of per-atom energies
     return {"element_references": refs, "energy_mean": float(residual.mean()), "energy_rmsd": rmsd, "forces_rmsd": rmsd,
             "stress_rmsd": rmsd, "supported_elements": present}
 
@@ -274,7 +265,8 @@ class EScAIPDataModule(MidEpochResume, L.LightningDataModule):
         return fit_target_scaling(self.train_set.samples, max_num_elements)
 
     def _loader(self, dataset: AtomsDataset, shuffle: bool) -> DataLoader:
-        sampler = AtomCountBatchSampler(EpochSampler(dataset), dataset.atom_counts, self.hparams.max_atoms_per_batch,
+        atom_counts = [len(s["atomic_numbers"]) for s in dataset.samples]
+        sampler = AtomCountBatchSampler(EpochSampler(dataset), atom_counts, self.hparams.max_atoms_per_batch,
                                         shuffle=shuffle, seed=self.hparams.seed,
                                         resume_at=self.take_resume_at() if shuffle else None)
         return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate_atoms,

@@ -2,17 +2,14 @@
 
 * named small organic molecules and water clusters: Langevin MD, energies and forces from GFN2-xTB (``tblite``);
 * periodic metal slabs with adsorbates: Langevin MD with ASE's EMT (energies, forces, stress);
-* QM9 molecules (``--qm9 N``, the database PyPI ``qm9pack`` ships): per molecule, a short GFN2-xTB Langevin MD
-  from the QM9 geometry plus randomly displaced copies, in blocks of molecules; molecule pairs from the same
-  block at contact distances (the non-bonded range); strained, rattled EMT bulk metals (stress). Every molecule
-  of ASE's ``g2`` collection is left out by formula (``g2`` is the test set), and blocks split by molecule.
-* molecules a SMILES list names (``--smiles FILE``: RDKit conformers, made as the QM9 ones): bonding motifs QM9
-  lacks; a g2 formula is refused.
+* QM9 molecules (``--qm9 N``, from PyPI's ``qm9pack``) or those a SMILES list names (``--smiles FILE``, RDKit
+  conformers): per molecule a short GFN2-xTB MD plus displaced copies, in blocks of molecules (the unit of splits);
+  molecule pairs of a block at contact distances; strained, rattled EMT bulk metals (stress). No molecule has the
+  formula of one in ASE's ``g2`` collection (the test set).
 
-Every trajectory (or block) is a job run by a worker process (``OMP_NUM_THREADS=1`` each) and written in
-segments (``<out>/<kind>/<system>/T<temperature>_s<seed>/seg_00000.extxyz``, each file written atomically). An
-MD segment's frames carry momenta, so a rerun resumes every trajectory from its last complete segment.
-``manifest.json`` records the settings and seeds. No torch here: workers stay light.
+Each trajectory (or block) is a job for a worker process (``OMP_NUM_THREADS=1``), written in segments
+(``<out>/<kind>/<system>/T<temperature>_s<seed>/seg_00000.extxyz``, each written atomically). MD frames carry
+momenta, so a rerun resumes every trajectory from its last complete segment. No torch here: workers stay light.
 """
 
 from __future__ import annotations
@@ -194,7 +191,9 @@ def g2_formulas() -> frozenset[str]:
     return frozenset(atoms.get_chemical_formula() for atoms in g2)
 
 
-def _qm9_files(source: str | os.PathLike | None) -> list[Path]:
+def _qm9_rows(source: str | os.PathLike | None):
+    """(index, smiles, symbols, positions) of every QM9 molecule: qm9pack's CSV columns Index, SMILES, Elements,
+    XYZ_Ang (Å, Python literals such as ``0.``)."""
     if source is None:  # the CSV files qm9pack ships, found without importing it (its import pulls in pandas)
         spec = importlib.util.find_spec("qm9pack")
         if spec is None or not spec.submodule_search_locations:
@@ -205,14 +204,8 @@ def _qm9_files(source: str | os.PathLike | None) -> list[Path]:
     files = sorted(source.glob("qm9_part*.csv")) if source.is_dir() else [source]
     if not files or not all(f.is_file() for f in files):
         raise FileNotFoundError(f"no QM9 CSV files (qm9_part*.csv) at {source}")
-    return files
-
-
-def _qm9_rows(source: str | os.PathLike | None):
-    """(index, smiles, symbols, positions) of every QM9 molecule: qm9pack's CSV columns Index, SMILES, Elements,
-    XYZ_Ang (Å, Python literals such as ``0.``)."""
     csv.field_size_limit(1 << 30)
-    for path in _qm9_files(source):
+    for path in files:
         with open(path, newline="") as f:
             for row in csv.DictReader(f):
                 yield int(row["Index"]), row["SMILES"], ast.literal_eval(row["Elements"]), ast.literal_eval(row["XYZ_Ang"])
@@ -482,7 +475,7 @@ def _labelled(atoms, **info):
     if atoms.pbc.all():
         results["stress"] = atoms.get_stress()
     if not np.all(np.isfinite(frame.positions)) or np.abs(results["forces"]).max() > 1e3:
-        raise RuntimeError(f"{info.get('system', atoms.get_chemical_formula())}: the structure blew up")
+        raise RuntimeError(f"{info['system']}: the structure blew up")
     frame.calc = SinglePointCalculator(frame, **results)
     frame.info.update(info)
     return frame

@@ -1,9 +1,8 @@
 """``EScAIPModule``: the EScAIP potential as a LightningModule (training, metrics, EMA, physical predictions).
 
 The network predicts normalised quantities. Physical values are ``raw * rmsd + mean`` plus, for the energy,
-the per-element linear references summed over atoms (fairchem's Normalizer + ElementReferences). Those
-constants are buffers of the module, so they are fitted from the training data once and then travel with the
-weights (safetensors, Lightning checkpoints).
+the per-element linear references summed over atoms (fairchem's Normalizer + ElementReferences): buffers,
+fitted on the training data once, that travel with the weights (safetensors, Lightning checkpoints).
 """
 
 from __future__ import annotations
@@ -61,12 +60,10 @@ class TargetScaling(nn.Module):
         before = dict(self._buffers)
         super()._apply(fn, recurse)
         for name, buf in self._buffers.items():  # undo dtype casts: energies need float64 sums
-            if buf is None or not buf.is_floating_point() or buf.dtype == torch.float64:
-                continue
-            old = before.get(name)
-            # the float64 values themselves, moved: a round trip through the cast dtype would round them (and
-            # zoo.load(..., dtype="float32") would no longer equal zoo.load(...))
-            self._buffers[name] = old.to(buf.device) if old is not None and old.dtype == torch.float64 else buf.to(torch.float64)
+            if buf is not None and buf.is_floating_point() and buf.dtype != torch.float64:
+                # the float64 values themselves, moved: a round trip through the cast dtype would round them
+                source = before[name] if before[name].dtype == torch.float64 else buf
+                self._buffers[name] = source.to(buf.device, torch.float64)
         return self
 
     def reference_energy(self, atomic_numbers: Tensor, natoms: Tensor) -> Tensor:
@@ -161,12 +158,9 @@ class EScAIPModule(ZooModule):
         for group in pack_by_atoms(range(len(samples)), [len(s["pos"]) for s in samples], max_atoms):
             part = {key: value.to(device) for key, value in collate_atoms([samples[i] for i in group]).items()}
             out = self._predict_valid(part, stress=stress)
-            forces = out["forces"].split(part["natoms"].tolist()) if "forces" in out else None
-            for g in range(len(part["natoms"])):
-                one = {key: value[g] for key, value in out.items() if key != "forces"}
-                if forces is not None:
-                    one["forces"] = forces[g]
-                results.append(one)
+            if "forces" in out:  # per atom: one (n, 3) piece per structure
+                out["forces"] = out["forces"].split(part["natoms"].tolist())
+            results += [{key: value[g] for key, value in out.items()} for g in range(len(group))]
         return results
 
     def _predict_valid(self, batch: dict[str, Tensor], *, stress: bool | None, table=None) -> dict[str, Tensor]:
@@ -218,8 +212,7 @@ class EScAIPModule(ZooModule):
         for split in ("train", "val"):
             setattr(self, f"{split}_energy_mae", torchmetrics.MeanAbsoluteError())
             setattr(self, f"{split}_force_mae", torchmetrics.MeanAbsoluteError())
-            # the mean per-atom cosine as a running mean: CosineSimilarity keeps every force of the epoch, and its
-            # step cost grows with them (40 ms a step after 3,000 steps)
+            # a running mean of the per-atom cosine: CosineSimilarity keeps every force of the epoch (slower each step)
             setattr(self, f"{split}_force_cos", torchmetrics.MeanMetric())
 
     def _normalised_targets(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:

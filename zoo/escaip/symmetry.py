@@ -19,10 +19,13 @@ from zoo.escaip.data import atoms_to_batch
 __all__ = ["default_structures", "random_rotation", "symmetry_report", "format_report"]
 
 KINDS = ("random", "x", "y", "z")
+# how an error sums up over the transforms: maxima by the largest, the cosine by the smallest, the rest by the mean
+_REDUCE = {"force_cos": np.min,
+           **dict.fromkeys(("energy_max", "energy_max_per_atom", "force_max", "force_scale"), np.max)}
 
 
-def default_structures(supported: set[int] | None = None) -> list:
-    """Molecules (no PBC, as the authors check) and a periodic slab; only those the model can evaluate."""
+def default_structures(supported: set[int]) -> list:
+    """Molecules (no PBC, as the authors check) and a periodic slab; only those of ``supported`` elements."""
     from ase.build import add_adsorbate, fcc111, molecule
 
     structures = [molecule(name) for name in ("CH3CH2OH", "C6H6", "H2O", "CH3COOH")]
@@ -30,26 +33,16 @@ def default_structures(supported: set[int] | None = None) -> list:
     add_adsorbate(slab, "O", 1.2, "fcc")
     slab.rattle(0.05, seed=0)
     structures.append(slab)
-    if supported is not None:
-        structures = [a for a in structures if set(a.numbers.tolist()) <= supported]
-    return structures
+    return [a for a in structures if set(a.numbers.tolist()) <= supported]
 
 
 def random_rotation(kind: str, rng: np.random.Generator) -> np.ndarray:
-    if kind == "random":
-        q = rng.normal(size=4)
-        a, b, c, d = q / np.linalg.norm(q)
-        return np.array([
-            [a * a + b * b - c * c - d * d, 2 * (b * c - a * d), 2 * (b * d + a * c)],
-            [2 * (b * c + a * d), a * a - b * b + c * c - d * d, 2 * (c * d - a * b)],
-            [2 * (b * d - a * c), 2 * (c * d + a * b), a * a - b * b - c * c + d * d],
-        ])
-    angle = rng.uniform(0, 2 * math.pi)
-    cos, sin = math.cos(angle), math.sin(angle)
-    i, j = {"x": (1, 2), "y": (2, 0), "z": (0, 1)}[kind]
-    rot = np.eye(3)
-    rot[i, i], rot[i, j], rot[j, i], rot[j, j] = cos, -sin, sin, cos
-    return rot
+    from scipy.spatial.transform import Rotation
+
+    if kind == "random":  # a normal 4-vector, normalised: a uniformly random unit quaternion (scipy: scalar last)
+        w, x, y, z = rng.normal(size=4)
+        return Rotation.from_quat([x, y, z, w]).as_matrix()
+    return Rotation.from_euler(kind, rng.uniform(0, 2 * math.pi)).as_matrix()
 
 
 def _predict(model, atoms_list) -> tuple[np.ndarray, np.ndarray | None]:
@@ -90,20 +83,11 @@ def symmetry_report(model, structures=None, *, n_rotations: int = 32, n_translat
                 b.positions, b.cell = a.positions @ rot.T + shift, a.cell.array @ rot.T
             e1, f1 = _predict(model, moved)
             rows.append(_compare(e0, None if f0 is None else f0 @ rot.T, e1, f1, natoms))
-        return _summarise(rows)
+        return {key: float(_REDUCE.get(key, np.mean)([r[key] for r in rows])) for key in rows[0]}
 
     report["rotation"] = {kind: summary((random_rotation(kind, rng), 0.0) for _ in range(n_rotations)) for kind in KINDS}
     report["translation"] = summary((np.eye(3), rng.uniform(-5, 5, size=3)) for _ in range(n_translations))
     return report
-
-
-def _summarise(rows: list[dict[str, float]]) -> dict[str, float]:
-    out = {}
-    for key in rows[0]:
-        values = [r[key] for r in rows]
-        out[key] = float(np.min(values)) if key == "force_cos" else (
-            float(np.max(values)) if key.endswith(("max", "max_per_atom", "scale")) else float(np.mean(values)))
-    return out
 
 
 def format_report(report: dict[str, Any]) -> str:
