@@ -22,9 +22,9 @@ from typing import Iterable, Iterator, Sequence
 
 from zoo.io import atomic_path
 
-__all__ = ["BagReader", "BagWriter", "shard_paths", "encode_record", "decode_record", "RECORD_KINDS"]
+__all__ = ["BagReader", "BagWriter", "shard_paths", "encode_record", "decode_record", "POLICIES", "check_policy"]
 
-RECORD_KINDS = ("action_value", "state_value", "behavioral_cloning")
+POLICIES = ("action_value", "state_value", "behavioral_cloning")  # each trains on its own kind of record
 _SHARDED = re.compile(r"^(?P<stem>.*)@(?P<n>\d+)(?P<rest>[^/]*)$")
 
 
@@ -200,14 +200,14 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def _check_kind(kind: str) -> None:
-    if kind not in RECORD_KINDS:
-        raise ValueError(f"unknown record kind {kind!r}; choose one of {', '.join(RECORD_KINDS)}")
+def check_policy(policy: str) -> None:
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
 
 
 def encode_record(kind: str, *values) -> bytes:
     """Encode (fen, move, win_prob) / (fen, win_prob) / (fen, move) as the official Beam tuple bytes."""
-    _check_kind(kind)
+    check_policy(kind)
     arity = 3 if kind == "action_value" else 2
     if len(values) != arity:
         raise ValueError(f"a {kind} record has {arity} fields, got {len(values)}")
@@ -218,7 +218,7 @@ def encode_record(kind: str, *values) -> bytes:
 
 def decode_record(kind: str, data: bytes) -> tuple:
     """Inverse of :func:`encode_record`."""
-    _check_kind(kind)
+    check_policy(kind)
     strings, pos = [], 0
     for _ in range(2 if kind == "action_value" else 1):
         length, pos = _read_varint(data, pos)

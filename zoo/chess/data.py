@@ -16,8 +16,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from zoo._lightning import L
-from zoo.chess.bag import BagReader, decode_record
-from zoo.chess.model import check_policy
+from zoo.chess.bag import BagReader, check_policy, decode_record
 from zoo.chess.tokenizer import action_index, to_bucket, tokenize
 from zoo.lightning_compat import MidEpochResume
 from zoo.training import resumable_loader

@@ -56,9 +56,8 @@ def _is_repetition_draw(board: chess.Board) -> bool:
 
 @dataclass
 class MoveAnalysis:
-    """Per legal move (official order): ``win_probs`` is the model's raw expected win probability for the
-    side to move (AV/SV) or its probability (BC); ``scores`` is what the choice maximises (AV/SV: win prob
-    with repetition draws set to 0.5; BC: renormalised log-probs)."""
+    """Per legal move (official order): ``win_probs`` is the model's raw win probability for the side to move (AV/SV)
+    or its probability (BC); ``scores`` are maximised (AV/SV: repetition draws at 0.5; BC: renormalised log-probs)."""
 
     fen: str
     policy: str

@@ -35,10 +35,8 @@ _LN2 = math.log(2)
 
 # ----------------------------------------------------------------------------- static metrics
 def read_action_value_test_set(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], list[str]]:
-    """Group an AV bag by FEN -> float32 array of (action id, win prob) sorted by action id.
-
-    FENs whose actions are not exactly the legal moves are dropped (returned second), as the official
-    evaluator does."""
+    """Group an AV bag by FEN -> float32 array of (action id, win prob) sorted by action id; FENs whose actions are
+    not exactly the legal moves are dropped (returned second), as the official evaluator does."""
     grouped: dict[str, list[tuple[int, float]]] = defaultdict(list)
     for raw in BagReader(path):
         fen, move, win_prob = decode_record("action_value", raw)
@@ -83,10 +81,8 @@ def _fen_metrics(analysis, returns: np.ndarray, num_buckets: int) -> dict:
 
 
 def static_metrics(engine: ChessEngine, test_bag: str | os.PathLike, *, max_fens: int | None = None, progress: bool = False):
-    """Official ChessBench static metrics over an action-value test bag: ``(averages, per_fen)``.
-
-    ``averages`` holds plain means over the retained FENs, keyed ``eval_<metric>``; ``kendall_tau`` is the
-    official argsort variant and ``kendall_tau_values`` the standard one."""
+    """Official ChessBench static metrics over an action-value test bag: ``(averages, per_fen)``, the averages plain
+    means over the retained FENs, keyed ``eval_<metric>``."""
     from tqdm.auto import tqdm
 
     data, dropped = read_action_value_test_set(test_bag)
@@ -212,16 +208,14 @@ class MatchResult:
     adjudicated: int = 0  # decisive games ended by the judge's verdict (in wins and losses)
     games: list[str] = field(default_factory=list)  # PGN texts
 
-    @property
-    def score(self) -> float:
-        return (self.wins + 0.5 * self.draws) / max(1, self.wins + self.draws + self.losses)
-
     def summary(self) -> dict:
         """Counts, score and Elo ± 95% error; Elo is None for a 0% or 100% score (the games cannot bound it)."""
-        elo, err = elo_difference(self.wins, self.draws, self.losses)
+        elo, err = elo_difference(self.wins, self.draws, self.losses)  # raises for no games
         elo, err = (None, None) if math.isinf(elo) else (elo + 0.0, err)  # + 0.0: no "-0.0"
-        return {"games": self.wins + self.draws + self.losses, "wins": self.wins, "draws": self.draws, "losses": self.losses,
-                "adjudicated": self.adjudicated, "score": self.score, "elo": elo, "elo_error_95": err}
+        games = self.wins + self.draws + self.losses
+        return {"games": games, "wins": self.wins, "draws": self.draws, "losses": self.losses,
+                "adjudicated": self.adjudicated, "score": (self.wins + 0.5 * self.draws) / games, "elo": elo,
+                "elo_error_95": err}
 
 
 # ----------------------------------------------------------------------------- opponents
@@ -266,7 +260,7 @@ class MaterialGreedy(RandomMover):
 
 
 class StockfishPlayer(contextlib.AbstractContextManager):
-    """Stockfish at a Skill Level and node/depth limit (call ``close`` when done, or use as a context)."""
+    """Stockfish at a Skill Level and node/depth limit, as a context (its process ends with the block)."""
 
     def __init__(self, path: str = DEFAULT_STOCKFISH, *, skill_level: int | None = 0, nodes: int | None = 1000, depth: int | None = None):
         self.engine = chess.engine.SimpleEngine.popen_uci(path)
@@ -277,11 +271,8 @@ class StockfishPlayer(contextlib.AbstractContextManager):
     def play(self, board: chess.Board) -> chess.Move:
         return self.engine.play(board, self.limit).move
 
-    def close(self) -> None:
-        self.engine.quit()
-
     def __exit__(self, *exc) -> None:
-        self.close()
+        self.engine.quit()
 
 
 def _adjudicate(judge: chess.engine.SimpleEngine, board: chess.Board, seconds: float) -> tuple[chess.Color, str] | None:

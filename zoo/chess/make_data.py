@@ -28,7 +28,7 @@ import chess.polyglot
 
 from zoo._cli import option
 from zoo.io import write_json_atomic
-from zoo.chess.bag import RECORD_KINDS, BagWriter, encode_record
+from zoo.chess.bag import POLICIES, BagWriter, encode_record
 from zoo.chess.tokenizer import mate_win_probability, win_probability
 
 __all__ = ["DataConfig", "make_data", "score_to_win_prob", "default_book", "play_book", "DEFAULT_STOCKFISH"]
@@ -142,8 +142,7 @@ def _finalize(cfg: DataConfig, out_dir: Path, games_dir: Path) -> dict:
     counts = {}
     for split, positions in splits.items():
         with contextlib.ExitStack() as bags:  # a failed write leaves no partial bag
-            writers = {kind: bags.enter_context(BagWriter(out_dir / split / f"{kind}_data.bag"))
-                       for kind in RECORD_KINDS}
+            writers = {kind: bags.enter_context(BagWriter(out_dir / split / f"{kind}_data.bag")) for kind in POLICIES}
             n_actions = 0
             for pos in positions:
                 for move, value in pos["action_values"].items():

@@ -20,17 +20,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from zoo.chess.bag import check_policy
 from zoo.chess.tokenizer import FEN_LENGTH, NUM_ACTIONS
 
-__all__ = ["ChessTransformerConfig", "ChessTransformer", "POLICIES", "check_policy"]
+__all__ = ["ChessTransformerConfig", "ChessTransformer"]
 
-POLICIES = ("action_value", "state_value", "behavioral_cloning")
 LN_EPS = 1e-5
-
-
-def check_policy(policy: str) -> None:
-    if policy not in POLICIES:
-        raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
 
 
 @dataclass
