@@ -53,7 +53,6 @@ class _BagFile:
     def __init__(self, path: Path):
         self.path = path
         self.compressed = path.suffix == ".bagz"
-        self._file = None
         self._map = None
         size = path.stat().st_size
         if size == 0:
@@ -80,19 +79,13 @@ class _BagFile:
         if end == start:
             return b""
         if self._map is None:
-            self._file = open(self.path, "rb")
-            self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+            with open(self.path, "rb") as f:
+                self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         data = self._map[start:end]
         return _zstd().ZstdDecompressor().decompress(data) if self.compressed else data
 
     def __getstate__(self):
-        return {**self.__dict__, "_file": None, "_map": None}  # reopened lazily in each worker
-
-    def close(self) -> None:
-        if self._map is not None:
-            self._map.close()
-            self._file.close()
-            self._map = self._file = None
+        return {**self.__dict__, "_map": None}  # reopened lazily in each worker
 
 
 class BagReader(Sequence[bytes]):
@@ -121,10 +114,6 @@ class BagReader(Sequence[bytes]):
 
     def __iter__(self) -> Iterator[bytes]:
         return (f[j] for f in self.files for j in range(len(f)))
-
-    def close(self) -> None:
-        for f in self.files:
-            f.close()
 
 
 # ----------------------------------------------------------------------------- writing

@@ -1,8 +1,7 @@
 """ChessBench data for training: ``.bag`` records -> target sequences, and a LightningDataModule.
 
-Works on the official ChessBench download and on the zoo's own ``zoo chess make-data`` output (same
-layout: ``<root>/{train,test}/<policy>_data.bag``, sharded sets as ``<policy>@N_data.bag`` or found from
-their ``-0000i-of-0000N`` shard files).
+Works on the official ChessBench download and on ``zoo chess make-data`` output (same layout:
+``<root>/{train,test}/<policy>_data.bag``, sharded sets as ``<policy>@N_data.bag`` or found from their shard files).
 """
 
 from __future__ import annotations

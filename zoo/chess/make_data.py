@@ -1,13 +1,12 @@
 """``zoo chess make-data``: a mini-ChessBench annotated by Stockfish, in the official ``.bag`` format.
 
-Games start with a weighted walk through a polyglot opening book (Debian ``gnuchess-book``) and continue by
-Stockfish self-play mixed with random moves. Every position reached is annotated with
+Games start with a weighted walk through a polyglot opening book (Debian ``gnuchess-book``) and continue by Stockfish
+self-play mixed with random moves. Every position reached is annotated with
   * action values: for every legal move, a root-move search at a fixed depth -> win prob of (s, a);
   * a state value and the best move: a full search at the same depth.
-Win probs are the Lichess formula of the side to move (mates: 1 / 0). Each finished game is stored as a
-small JSON file, so an interrupted run resumes where it stopped; the final step de-duplicates positions
-(board, side, castling, en passant), splits them into train/test *by game* (test positions are removed
-from train) and writes ``{train,test}/{action_value,state_value,behavioral_cloning}_data.bag``.
+Win probs are the Lichess formula of the side to move (mates: 1 / 0). Each finished game is stored as a small JSON
+file, so an interrupted run resumes where it stopped; the final step de-duplicates positions (board, side, castling,
+en passant), splits them into train/test *by game* (test positions leave train), writes ``<split>/<policy>_data.bag``.
 """
 
 from __future__ import annotations
