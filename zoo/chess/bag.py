@@ -1,9 +1,8 @@
 """ChessBench ``.bag`` files and their records (the official on-disk format, read and written).
 
-A bag is all record payloads back to back, then one little-endian int64 per record: the offset where the
-record *ends*. The last 8 bytes are therefore the index start. ``X@N.bag`` names N shards
-``X-00000-of-0000N.bag`` read in order as one sequence. ``.bagz`` bags zstd-compress each non-empty
-payload (needs the optional ``zstandard`` package).
+A bag is all record payloads back to back, then one little-endian int64 per record: the offset where the record
+*ends*. The last 8 bytes are therefore the index start. ``X@N.bag`` names N shards ``X-00000-of-0000N.bag`` read in
+order as one sequence. ``.bagz`` bags zstd-compress each non-empty payload (needs the optional ``zstandard`` package).
 
 Records are Apache Beam tuple encodings: every component but the last is prefixed with its byte length as
 an unsigned LEB128 varint; strings are UTF-8, floats 8-byte big-endian doubles.
@@ -12,6 +11,7 @@ an unsigned LEB128 varint; strings are UTF-8, floats 8-byte big-endian doubles.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import itertools
 import mmap
 import os
@@ -117,7 +117,7 @@ class BagReader(Sequence[bytes]):
 
 
 # ----------------------------------------------------------------------------- writing
-class BagWriter:
+class BagWriter(contextlib.AbstractContextManager):
     """Write records to a bag atomically (the file appears only when the writer closes without error)."""
 
     def __init__(self, path: str | os.PathLike):
@@ -159,9 +159,6 @@ class BagWriter:
         self._ctx.__exit__(type(failed), failed, failed.__traceback__)
         if failed is not error:
             raise failed
-
-    def __enter__(self) -> "BagWriter":
-        return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         self.close(exc)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import tempfile
 import zipfile
 from contextlib import contextmanager
@@ -243,6 +242,5 @@ def from_upstream(files: dict[str, Path], out_dir: Path, entry) -> None:
     module = convert(single_file(files, entry, "checkpoint zip"), out_dir, policy=arch["policy"], num_heads=arch["num_heads"], step=arch.get("step"))
     expected = arch.get("num_params")
     if expected is not None and module.model.num_params() != expected:
-        shutil.rmtree(out_dir, ignore_errors=True)
         raise ValueError(f"{entry.name}: converted {module.model.num_params()} parameters, expected {expected}")
     (Path(out_dir) / "upstream.json").write_text(json.dumps({"name": entry.name, "files": [f.url for f in entry.upstream]}) + "\n")

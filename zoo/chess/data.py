@@ -85,11 +85,10 @@ def find_bag(root: str | Path, split: str, policy: str) -> str:
 
 class ChessDataModule(MidEpochResume, L.LightningDataModule):
     """Train/validation loaders over ``data_dir`` (a ChessBench/make-data root with ``train/`` and ``test/``) or
-    explicit ``train_path`` / ``val_path`` (a ``.bag`` file or ``X@N.bag`` shards).
-
-    ``mirror_augment`` mirrors each training sample with probability 1/2 (``mirror_record``; not in the official
-    trainer): twice the positions for a small dataset. Training records come in a new order each epoch, drawn from
-    ``seed``; a run resumed from a mid-epoch checkpoint goes on with the batches it had left."""
+    explicit ``train_path`` / ``val_path`` (a ``.bag`` file or ``X@N.bag`` shards). ``mirror_augment`` mirrors each
+    training sample with probability 1/2 (``mirror_record``; not in the official trainer): twice the positions for a
+    small dataset. Training records come in a new order each epoch, drawn from ``seed``; a run resumed mid-epoch goes
+    on with the batches it had left."""
 
     def __init__(self, data_dir: str | None = None, policy: str = "action_value", train_path: str | None = None,
                  val_path: str | None = None, batch_size: int = 256, num_workers: int = 0, num_return_buckets: int = 128,

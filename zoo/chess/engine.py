@@ -79,9 +79,8 @@ class MoveAnalysis:
 class ChessEngine:
     """The official engines of searchless_chess for one model (its ``policy`` decides AV, SV or BC).
 
-    ``temperature=None`` plays greedily; a positive temperature samples from softmax(scores / T) as the
-    official engines do. ``batch_size`` bounds the rows per network call. ``precision``: ``"fp32"`` (the official
-    numbers) or ``"bf16"`` (faster; a close choice can change, see ``LastPositionPredictor``)."""
+    ``temperature=None`` plays greedily; a positive temperature samples from softmax(scores / T) as the official
+    engines do. ``batch_size`` bounds the rows per network call; for ``precision`` see ``LastPositionPredictor``."""
 
     def __init__(self, module, *, temperature: float | None = None, batch_size: int = 2048, seed: int | None = None,
                  precision: str = "fp32"):

@@ -102,11 +102,10 @@ def static_metrics(engine: ChessEngine, test_bag: str | os.PathLike, *, max_fens
 
 # ----------------------------------------------------------------------------- puzzles
 def evaluate_puzzle(engine: ChessEngine, board: chess.Board, moves: list[str], *, engine_first: bool = False) -> tuple[bool, list[str]]:
-    """Official puzzle rule on ``board`` (its history kept): the listed opponent moves are played, the
-    engine must find every listed move of its side; a different move still solves it if it checkmates.
-
-    Lichess puzzles start with the opponent's move (``engine_first=False``); composed problems such as the
-    mate-in-N PGNs start with the solver's (``engine_first=True``). Returns (solved, the engine's moves)."""
+    """Official puzzle rule on ``board`` (its history kept): the listed opponent moves are played, the engine must
+    find every listed move of its side; a different move still solves it if it checkmates. Lichess puzzles start with
+    the opponent's move, composed problems (mate-in-N PGNs) with the solver's (``engine_first``). Returns (solved, the
+    engine's moves)."""
     board = board.copy()
     ours = 0 if engine_first else 1
     played = []
@@ -185,9 +184,8 @@ def puzzle_accuracy(engine: ChessEngine, path: str | os.PathLike, *, limit: int 
 
 # ----------------------------------------------------------------------------- matches
 def elo_difference(wins: int, draws: int, losses: int, z: float = 1.96) -> tuple[float, float]:
-    """Elo difference from a score and its ``z``-sigma error (delta method on the per-game score variance).
-
-    A perfect or zero score gives ±inf (the data cannot bound it)."""
+    """Elo difference from a score and its ``z``-sigma error (delta method on the per-game score variance); a perfect
+    or zero score gives ±inf (the data cannot bound it)."""
     n = wins + draws + losses
     if n == 0:
         raise ValueError("no games played")
@@ -290,13 +288,13 @@ def play_match(engine: ChessEngine, opponent=None, *, games: int = 10, stockfish
                opening_plies: int = 6, max_plies: int = 400, adjudication_time: float | None = ADJUDICATION_TIME,
                seed: int = 0, pgn_path: str | os.PathLike | None = None, name: str = "zoo-chess",
                progress: bool = False) -> MatchResult:
-    """Play ``games`` games vs ``opponent`` (anything with ``play(board) -> Move`` and a ``name``; default:
-    Stockfish at ``skill_level`` / ``nodes`` / ``depth``) in colour-swapped pairs from opening-book starts.
+    """Play ``games`` games vs ``opponent`` (anything with ``play(board) -> Move`` and a ``name``; default: Stockfish
+    at ``skill_level`` / ``nodes`` / ``depth``) in colour-swapped pairs from opening-book starts.
 
     A game ends at checkmate, stalemate, insufficient material, a claimable threefold or fifty-move draw, or
     ``max_plies`` (a draw). As in the official tournament, after every move Stockfish (full strength,
-    ``adjudication_time`` seconds) adjudicates a win for the side it rates above 1300 cp or with a mate score;
-    ``adjudication_time=None`` plays every game out instead. Writes all games to ``pgn_path`` if given."""
+    ``adjudication_time`` seconds; None: play every game out) adjudicates a win for the side it rates above 1300 cp
+    or with a mate score. Writes all games to ``pgn_path`` if given."""
     from tqdm.auto import tqdm
 
     from zoo.io import write_text_atomic

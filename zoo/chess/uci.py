@@ -96,10 +96,9 @@ def _forcing_first(board: chess.Board, moves: list[chess.Move]) -> list[chess.Mo
 
 
 class UCIProtocol:
-    """Line-by-line UCI state machine around the :class:`ChessEngine` that ``load(name)`` returns.
-
-    ``load`` runs in a background thread, started once the first command is answered (so that ``uciok`` does not
-    compete with it for the interpreter) and whenever the ``Model`` option changes."""
+    """Line-by-line UCI state machine around the :class:`ChessEngine` that ``load(name)`` returns. ``load`` runs in a
+    background thread, started once the first command is answered (so that ``uciok`` does not compete with it for the
+    interpreter) and whenever the ``Model`` option changes."""
 
     def __init__(self, name: str, out: TextIO, *, load: Callable[[str], ChessEngine], threads: int | None = None,
                  clock: Callable[[], float] = time.perf_counter):
