@@ -2,8 +2,7 @@
 
 Two sources hold the same Haiku parameter tree ``{module: {param: array}}``:
   * a flat ``.npz`` keyed ``module/param`` (e.g. ``linear_24/w``);
-  * an Orbax PyTree checkpoint ``<dir>/<step>/params/`` (zarr arrays in a TensorStore OCDBT store, or in
-    plain per-array folders for older Orbax). Reading it needs the optional ``tensorstore`` package.
+  * an Orbax PyTree checkpoint ``<dir>/<step>/params/`` (zarr arrays in an OCDBT store; older Orbax: per-array folders).
 Haiku linears store ``w`` as ``[in, out]``; PyTorch wants ``[out, in]``, so every ``w`` is transposed.
 """
 
@@ -237,7 +236,7 @@ def catalog_convert_args(entry) -> dict:
 
 
 def from_upstream(files: dict[str, Path], out_dir: Path, entry) -> None:
-    """Catalog converter: the official ``<name>.zip`` -> zoo repo folder (``params`` at the largest step)."""
+    """Catalog converter: the official ``<name>.zip`` -> zoo repo folder (``params`` at the entry's step)."""
     arch = catalog_convert_args(entry)
     module = convert(single_file(files, entry, "checkpoint zip"), out_dir, policy=arch["policy"], num_heads=arch["num_heads"], step=arch.get("step"))
     expected = arch.get("num_params")

@@ -4,9 +4,6 @@
     move = engine.play(board)                   # greedy, ties -> earliest in the official action order
     analysis = engine.analyse(board)            # every legal move with its win probability
     svg = board_svg(board, analysis)            # the position with the model's move values
-
-All legal moves of a position (and of many positions, ``analyse_many``) go through the network in one batched pass
-(``LastPositionPredictor``); results do not depend on the batch size.
 """
 
 from __future__ import annotations
@@ -77,10 +74,9 @@ class MoveAnalysis:
 
 
 class ChessEngine:
-    """The official engines of searchless_chess for one model (its ``policy`` decides AV, SV or BC).
-
-    ``temperature=None`` plays greedily; a positive temperature samples from softmax(scores / T) as the official
-    engines do. ``batch_size`` bounds the rows per network call; for ``precision`` see ``LastPositionPredictor``."""
+    """The official engines of searchless_chess for one model (its ``policy`` decides AV, SV or BC). Greedy with
+    ``temperature=None``; a positive temperature samples from softmax(scores / T) as the official engines do.
+    ``batch_size`` bounds the rows per network call; for ``precision`` see ``LastPositionPredictor``."""
 
     def __init__(self, module, *, temperature: float | None = None, batch_size: int = 2048, seed: int | None = None,
                  precision: str = "fp32"):
