@@ -226,7 +226,7 @@ def convert(src: str | os.PathLike, out_dir: str | os.PathLike, *, policy: str |
 
 
 def catalog_convert_args(entry) -> dict:
-    """``entry.convert_args``: ``num_heads`` and ``policy`` (not in checkpoints), maybe ``step`` and ``num_params``."""
+    """``entry.convert_args``: ``num_heads``, ``policy`` (not in checkpoints), optionally ``step``, ``num_params``."""
     args = dict(entry.convert_args or {})
     missing = [key for key in ("num_heads", "policy") if key not in args]
     if missing:

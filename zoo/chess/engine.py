@@ -54,7 +54,7 @@ def _is_repetition_draw(board: chess.Board) -> bool:
 @dataclass
 class MoveAnalysis:
     """Per legal move (official order): ``win_probs`` is the model's raw win probability for the side to move (AV/SV)
-    or its probability (BC); ``scores`` are maximised (AV/SV: repetition draws at 0.5; BC: renormalised log-probs)."""
+    or its probability (BC); the choice maximises ``scores`` (AV/SV: repetition draws at 0.5; BC: log-probs)."""
 
     fen: str
     policy: str
