@@ -39,8 +39,7 @@ def win_prob_to_centipawns(p: float) -> int:
 
 
 class GoLimits:
-    """The arguments of one ``go`` command; ``held`` (``infinite`` or ``ponder``): the answer waits for ``stop`` or
-    ``ponderhit``."""
+    """The arguments of one ``go`` command; ``held`` (``infinite``, ``ponder``): answer at ``stop`` or ``ponderhit``."""
 
     def __init__(self, args: list[str], board: chess.Board):
         self.numbers: dict[str, int] = {}
