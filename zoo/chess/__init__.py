@@ -1,8 +1,8 @@
 """ChessBench chess transformer ("Amortized Planning with Large-Scale Transformers: A Case Study on Chess").
 
-Action-value, state-value and behavioural-cloning transformers that play chess without search, the
-official searchless_chess checkpoints (converted on first load), ChessBench ``.bag`` data, Stockfish
-data generation, evaluation, a UCI engine and terminal play. Heavy parts import on first use.
+Action-value, state-value and behavioural-cloning transformers that play chess without search, the official
+searchless_chess checkpoints (converted on first load), ChessBench ``.bag`` data, Stockfish data generation,
+evaluation, a UCI engine and terminal play. Heavy parts import on first use.
 """
 
 from zoo.registry import register_method

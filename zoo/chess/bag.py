@@ -1,9 +1,8 @@
 """ChessBench ``.bag`` files and their records (the official on-disk format, read and written).
 
-A bag is all record payloads back to back, then one little-endian int64 per record: the offset where the
-record *ends*. The last 8 bytes are therefore the index start. ``X@N.bag`` names N shards
-``X-00000-of-0000N.bag`` read in order as one sequence. ``.bagz`` bags zstd-compress each non-empty
-payload (needs the optional ``zstandard`` package).
+A bag is all record payloads back to back, then one little-endian int64 per record: the offset where the record
+*ends*. The last 8 bytes are therefore the index start. ``X@N.bag`` names N shards ``X-00000-of-0000N.bag`` read in
+order as one sequence. ``.bagz`` bags zstd-compress each non-empty payload (needs the optional ``zstandard`` package).
 
 Records are Apache Beam tuple encodings: every component but the last is prefixed with its byte length as
 an unsigned LEB128 varint; strings are UTF-8, floats 8-byte big-endian doubles.
@@ -12,6 +11,7 @@ an unsigned LEB128 varint; strings are UTF-8, floats 8-byte big-endian doubles.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import itertools
 import mmap
 import os
@@ -22,9 +22,9 @@ from typing import Iterable, Iterator, Sequence
 
 from zoo.io import atomic_path
 
-__all__ = ["BagReader", "BagWriter", "shard_paths", "encode_record", "decode_record", "RECORD_KINDS"]
+__all__ = ["BagReader", "BagWriter", "shard_paths", "encode_record", "decode_record", "POLICIES", "check_policy"]
 
-RECORD_KINDS = ("action_value", "state_value", "behavioral_cloning")
+POLICIES = ("action_value", "state_value", "behavioral_cloning")  # each trains on its own kind of record
 _SHARDED = re.compile(r"^(?P<stem>.*)@(?P<n>\d+)(?P<rest>[^/]*)$")
 
 
@@ -53,7 +53,6 @@ class _BagFile:
     def __init__(self, path: Path):
         self.path = path
         self.compressed = path.suffix == ".bagz"
-        self._file = None
         self._map = None
         size = path.stat().st_size
         if size == 0:
@@ -80,19 +79,13 @@ class _BagFile:
         if end == start:
             return b""
         if self._map is None:
-            self._file = open(self.path, "rb")
-            self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+            with open(self.path, "rb") as f:
+                self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         data = self._map[start:end]
         return _zstd().ZstdDecompressor().decompress(data) if self.compressed else data
 
     def __getstate__(self):
-        return {**self.__dict__, "_file": None, "_map": None}  # reopened lazily in each worker
-
-    def close(self) -> None:
-        if self._map is not None:
-            self._map.close()
-            self._file.close()
-            self._map = self._file = None
+        return {**self.__dict__, "_map": None}  # reopened lazily in each worker
 
 
 class BagReader(Sequence[bytes]):
@@ -122,13 +115,9 @@ class BagReader(Sequence[bytes]):
     def __iter__(self) -> Iterator[bytes]:
         return (f[j] for f in self.files for j in range(len(f)))
 
-    def close(self) -> None:
-        for f in self.files:
-            f.close()
-
 
 # ----------------------------------------------------------------------------- writing
-class BagWriter:
+class BagWriter(contextlib.AbstractContextManager):
     """Write records to a bag atomically (the file appears only when the writer closes without error)."""
 
     def __init__(self, path: str | os.PathLike):
@@ -171,9 +160,6 @@ class BagWriter:
         if failed is not error:
             raise failed
 
-    def __enter__(self) -> "BagWriter":
-        return self
-
     def __exit__(self, exc_type, exc, tb) -> None:
         self.close(exc)
 
@@ -200,14 +186,14 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def _check_kind(kind: str) -> None:
-    if kind not in RECORD_KINDS:
-        raise ValueError(f"unknown record kind {kind!r}; choose one of {', '.join(RECORD_KINDS)}")
+def check_policy(policy: str) -> None:
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
 
 
 def encode_record(kind: str, *values) -> bytes:
     """Encode (fen, move, win_prob) / (fen, win_prob) / (fen, move) as the official Beam tuple bytes."""
-    _check_kind(kind)
+    check_policy(kind)
     arity = 3 if kind == "action_value" else 2
     if len(values) != arity:
         raise ValueError(f"a {kind} record has {arity} fields, got {len(values)}")
@@ -218,7 +204,7 @@ def encode_record(kind: str, *values) -> bytes:
 
 def decode_record(kind: str, data: bytes) -> tuple:
     """Inverse of :func:`encode_record`."""
-    _check_kind(kind)
+    check_policy(kind)
     strings, pos = [], 0
     for _ in range(2 if kind == "action_value" else 1):
         length, pos = _read_varint(data, pos)

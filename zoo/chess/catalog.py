@@ -6,8 +6,7 @@ from zoo.registry import FileSpec, ModelEntry, read_pins
 _BASE = "https://storage.googleapis.com/searchless_chess/checkpoints"
 _PAPER = "https://arxiv.org/abs/2402.04494"
 PINS = read_pins(__package__)  # pins.json: the zoo repos' files (written by `zoo release`)
-# bytes of a release zip, measured on files in the official layout with the same shapes and dtypes
-# (benchmarks/bench_real_size.py); the released zips may differ a little (compression)
+# release zips' bytes, as measured on same-shaped files in the official layout (benchmarks/bench_real_size.py)
 _ZIP_BYTES = {"9M": 33_700_000, "136M": 506_000_000, "270M": 1_010_000_000}
 
 

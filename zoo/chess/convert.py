@@ -2,8 +2,7 @@
 
 Two sources hold the same Haiku parameter tree ``{module: {param: array}}``:
   * a flat ``.npz`` keyed ``module/param`` (e.g. ``linear_24/w``);
-  * an Orbax PyTree checkpoint ``<dir>/<step>/params/`` (zarr arrays in a TensorStore OCDBT store, or in
-    plain per-array folders for older Orbax). Reading it needs the optional ``tensorstore`` package.
+  * an Orbax PyTree checkpoint ``<dir>/<step>/params/`` (zarr arrays in an OCDBT store; older Orbax: per-array folders).
 Haiku linears store ``w`` as ``[in, out]``; PyTorch wants ``[out, in]``, so every ``w`` is transposed.
 """
 
@@ -12,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import tempfile
 import zipfile
 from contextlib import contextmanager
@@ -23,7 +21,8 @@ import numpy as np
 import torch
 
 from zoo.io import CONFIG_NAME, LazyTensor, folder_undone_on_failure, save_state_dict, write_json_atomic
-from zoo.chess.model import ChessTransformerConfig, check_policy
+from zoo.chess.bag import check_policy
+from zoo.chess.model import ChessTransformerConfig
 from zoo.chess.tokenizer import NUM_ACTIONS
 from zoo.convert import map_keys, single_file
 
@@ -38,10 +37,8 @@ def read_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
 
 
 def find_params_dir(root: str | os.PathLike, step: int | None = None, ema: bool = False) -> Path:
-    """``root/<step>/params`` (``params_ema`` with ``ema``) for ``step`` or the largest step under ``root``.
-
-    ``root`` may also be a step folder, the params folder itself, or any folder above the checkpoint
-    directory (an unpacked official zip): the step folders are searched for below it."""
+    """``<step>/params`` (``params_ema`` with ``ema``) for ``step`` or the largest step anywhere under ``root`` (e.g. an
+    unpacked official zip); ``root`` may also be a step folder or the params folder itself."""
     root = Path(root)
     leaf = "params_ema" if ema else "params"
     if (root / "_METADATA").exists() or (root / "manifest.ocdbt").exists():
@@ -72,10 +69,8 @@ class OrbaxArray:
 
 
 def read_orbax(params_dir: str | os.PathLike, lazy: bool = False) -> dict[str, np.ndarray]:
-    """All arrays of an Orbax ``params`` folder, keyed ``module/param``, read with TensorStore.
-
-    ``lazy=True`` returns :class:`OrbaxArray` handles (shape known, bytes read on demand), so a converter holds
-    one array at a time instead of the whole checkpoint."""
+    """All arrays of an Orbax ``params`` folder, keyed ``module/param``, read with TensorStore; ``lazy=True`` returns
+    :class:`OrbaxArray` handles, so that a converter holds one array at a time instead of the whole checkpoint."""
     try:
         import tensorstore as ts
     except ImportError:
@@ -129,11 +124,8 @@ def _name(base: str, i: int) -> str:
 
 
 def infer_config(params: dict[str, np.ndarray], *, policy: str | None = None, num_heads: int | None = None) -> ChessTransformerConfig:
-    """Architecture from the tree's shapes plus what the shapes cannot tell.
-
-    A checkpoint stores neither the head count (the attention weights are D×D for any split) nor whether a
-    128-way value head was trained as action-value or state-value (the trees are identical); both must be given.
-    Only a 1968-way head identifies its policy (behavioural cloning)."""
+    """Architecture from the tree's shapes, plus what they cannot tell: the head count (attention weights are D×D for
+    any split) and, unless the head is the 1968-way BC head, whether a value head is action- or state-value."""
     if "embed/embeddings" not in params:
         raise ValueError("not a searchless_chess parameter tree: 'embed/embeddings' is missing")
     vocab, dim = params["embed/embeddings"].shape
@@ -192,9 +184,8 @@ def _to_torch(array, transpose: bool) -> torch.Tensor:
 
 
 def haiku_to_lazy_state_dict(params: dict, num_layers: int, prefix: str = "") -> dict[str, LazyTensor]:
-    """The Haiku tree on ``ChessTransformer`` parameter names (every array and parameter used) as
-    :class:`zoo.io.LazyTensor` s: each array is read (and transposed) only when written, so converting a checkpoint
-    holds one array in memory (``save_state_dict`` streams them)."""
+    """The Haiku tree on ``ChessTransformer`` parameter names as :class:`zoo.io.LazyTensor` s, each array read (and
+    transposed) only when ``save_state_dict`` streams it."""
     mapping = haiku_mapping(num_layers)
     arrays = map_keys(params, [(key, name) for name, (key, _) in mapping.items()], expected=mapping,
                       what=f"the tree (read as a {num_layers}-layer model)")
@@ -214,9 +205,8 @@ def haiku_to_state_dict(params: dict[str, np.ndarray], num_layers: int) -> dict[
 # ----------------------------------------------------------------------------- entry points
 def convert(src: str | os.PathLike, out_dir: str | os.PathLike, *, policy: str | None = None,
             num_heads: int | None = None, step: int | None = None, ema: bool = False):
-    """Convert an official checkpoint (npz / Orbax folder / zip) into a zoo repo folder; returns the module.
-
-    ``num_heads`` is always needed and ``policy`` unless the head is the 1968-way BC head (see :func:`infer_config`)."""
+    """Convert an official checkpoint (npz / Orbax folder / zip) into a zoo repo folder; returns the module. For
+    ``num_heads`` and ``policy`` see :func:`infer_config`."""
     from zoo.chess.module import ChessTransformerModule
 
     with open_params(src, step=step, ema=ema) as params:
@@ -236,8 +226,7 @@ def convert(src: str | os.PathLike, out_dir: str | os.PathLike, *, policy: str |
 
 
 def catalog_convert_args(entry) -> dict:
-    """What a catalog entry tells the converter (``entry.convert_args``): ``num_heads`` and ``policy``, which the
-    checkpoint cannot tell, and optionally ``step`` and the expected ``num_params``."""
+    """``entry.convert_args``: ``num_heads``, ``policy`` (not in checkpoints), optionally ``step``, ``num_params``."""
     args = dict(entry.convert_args or {})
     missing = [key for key in ("num_heads", "policy") if key not in args]
     if missing:
@@ -247,11 +236,10 @@ def catalog_convert_args(entry) -> dict:
 
 
 def from_upstream(files: dict[str, Path], out_dir: Path, entry) -> None:
-    """Catalog converter: the official ``<name>.zip`` -> zoo repo folder (``params`` at the largest step)."""
+    """Catalog converter: the official ``<name>.zip`` -> zoo repo folder (``params`` at the entry's step)."""
     arch = catalog_convert_args(entry)
     module = convert(single_file(files, entry, "checkpoint zip"), out_dir, policy=arch["policy"], num_heads=arch["num_heads"], step=arch.get("step"))
     expected = arch.get("num_params")
     if expected is not None and module.model.num_params() != expected:
-        shutil.rmtree(out_dir, ignore_errors=True)
         raise ValueError(f"{entry.name}: converted {module.model.num_params()} parameters, expected {expected}")
     (Path(out_dir) / "upstream.json").write_text(json.dumps({"name": entry.name, "files": [f.url for f in entry.upstream]}) + "\n")

@@ -1,8 +1,7 @@
 """ChessBench data for training: ``.bag`` records -> target sequences, and a LightningDataModule.
 
-Works on the official ChessBench download and on the zoo's own ``zoo chess make-data`` output (same
-layout: ``<root>/{train,test}/<policy>_data.bag``, sharded sets as ``<policy>@N_data.bag`` or found from
-their ``-0000i-of-0000N`` shard files).
+Works on the official ChessBench download and on ``zoo chess make-data`` output (same layout:
+``<root>/{train,test}/<policy>_data.bag``, sharded sets as ``<policy>@N_data.bag`` or found from their shard files).
 """
 
 from __future__ import annotations
@@ -16,8 +15,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from zoo._lightning import L
-from zoo.chess.bag import BagReader, decode_record
-from zoo.chess.model import check_policy
+from zoo.chess.bag import BagReader, check_policy, decode_record
 from zoo.chess.tokenizer import action_index, to_bucket, tokenize
 from zoo.lightning_compat import MidEpochResume
 from zoo.training import resumable_loader
@@ -87,11 +85,10 @@ def find_bag(root: str | Path, split: str, policy: str) -> str:
 
 class ChessDataModule(MidEpochResume, L.LightningDataModule):
     """Train/validation loaders over ``data_dir`` (a ChessBench/make-data root with ``train/`` and ``test/``) or
-    explicit ``train_path`` / ``val_path`` (a ``.bag`` file or ``X@N.bag`` shards).
-
-    ``mirror_augment`` mirrors each training sample with probability 1/2 (``mirror_record``; not in the official
-    trainer): twice the positions for a small dataset. Training records come in a new order each epoch, drawn from
-    ``seed``; a run resumed from a mid-epoch checkpoint goes on with the batches it had left."""
+    explicit ``train_path`` / ``val_path`` (a ``.bag`` file or ``X@N.bag`` shards). ``mirror_augment`` mirrors each
+    training sample with probability 1/2 (``mirror_record``; not in the official trainer): twice the positions for a
+    small dataset. Training records come in a new order each epoch, drawn from ``seed``; a run resumed mid-epoch goes
+    on with the batches it had left."""
 
     def __init__(self, data_dir: str | None = None, policy: str = "action_value", train_path: str | None = None,
                  val_path: str | None = None, batch_size: int = 256, num_workers: int = 0, num_return_buckets: int = 128,

@@ -4,9 +4,6 @@
     move = engine.play(board)                   # greedy, ties -> earliest in the official action order
     analysis = engine.analyse(board)            # every legal move with its win probability
     svg = board_svg(board, analysis)            # the position with the model's move values
-
-All legal moves of a position (and of many positions, ``analyse_many``) go through the network in one batched pass
-(``LastPositionPredictor``); results do not depend on the batch size.
 """
 
 from __future__ import annotations
@@ -56,9 +53,8 @@ def _is_repetition_draw(board: chess.Board) -> bool:
 
 @dataclass
 class MoveAnalysis:
-    """Per legal move (official order): ``win_probs`` is the model's raw expected win probability for the
-    side to move (AV/SV) or its probability (BC); ``scores`` is what the choice maximises (AV/SV: win prob
-    with repetition draws set to 0.5; BC: renormalised log-probs)."""
+    """Per legal move (official order): ``win_probs`` is the model's raw win probability for the side to move (AV/SV)
+    or its probability (BC); the choice maximises ``scores`` (AV/SV: repetition draws at 0.5; BC: log-probs)."""
 
     fen: str
     policy: str
@@ -78,11 +74,9 @@ class MoveAnalysis:
 
 
 class ChessEngine:
-    """The official engines of searchless_chess for one model (its ``policy`` decides AV, SV or BC).
-
-    ``temperature=None`` plays greedily; a positive temperature samples from softmax(scores / T) as the
-    official engines do. ``batch_size`` bounds the rows per network call. ``precision``: ``"fp32"`` (the official
-    numbers) or ``"bf16"`` (faster; a close choice can change, see ``LastPositionPredictor``)."""
+    """The official engines of searchless_chess for one model (its ``policy`` decides AV, SV or BC). Greedy with
+    ``temperature=None``; a positive temperature samples from softmax(scores / T) as the official engines do.
+    ``batch_size`` bounds the rows per network call; for ``precision`` see ``LastPositionPredictor``."""
 
     def __init__(self, module, *, temperature: float | None = None, batch_size: int = 2048, seed: int | None = None,
                  precision: str = "fp32"):

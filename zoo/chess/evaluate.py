@@ -35,10 +35,8 @@ _LN2 = math.log(2)
 
 # ----------------------------------------------------------------------------- static metrics
 def read_action_value_test_set(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], list[str]]:
-    """Group an AV bag by FEN -> float32 array of (action id, win prob) sorted by action id.
-
-    FENs whose actions are not exactly the legal moves are dropped (returned second), as the official
-    evaluator does."""
+    """Group an AV bag by FEN -> float32 array of (action id, win prob) sorted by action id; FENs whose actions are
+    not exactly the legal moves are dropped (returned second), as the official evaluator does."""
     grouped: dict[str, list[tuple[int, float]]] = defaultdict(list)
     for raw in BagReader(path):
         fen, move, win_prob = decode_record("action_value", raw)
@@ -83,10 +81,8 @@ def _fen_metrics(analysis, returns: np.ndarray, num_buckets: int) -> dict:
 
 
 def static_metrics(engine: ChessEngine, test_bag: str | os.PathLike, *, max_fens: int | None = None, progress: bool = False):
-    """Official ChessBench static metrics over an action-value test bag: ``(averages, per_fen)``.
-
-    ``averages`` holds plain means over the retained FENs, keyed ``eval_<metric>``; ``kendall_tau`` is the
-    official argsort variant and ``kendall_tau_values`` the standard one."""
+    """Official ChessBench static metrics over an action-value test bag: ``(averages, per_fen)``, the averages plain
+    means over the retained FENs, keyed ``eval_<metric>``."""
     from tqdm.auto import tqdm
 
     data, dropped = read_action_value_test_set(test_bag)
@@ -106,11 +102,10 @@ def static_metrics(engine: ChessEngine, test_bag: str | os.PathLike, *, max_fens
 
 # ----------------------------------------------------------------------------- puzzles
 def evaluate_puzzle(engine: ChessEngine, board: chess.Board, moves: list[str], *, engine_first: bool = False) -> tuple[bool, list[str]]:
-    """Official puzzle rule on ``board`` (its history kept): the listed opponent moves are played, the
-    engine must find every listed move of its side; a different move still solves it if it checkmates.
-
-    Lichess puzzles start with the opponent's move (``engine_first=False``); composed problems such as the
-    mate-in-N PGNs start with the solver's (``engine_first=True``). Returns (solved, the engine's moves)."""
+    """Official puzzle rule on ``board`` (its history kept): the listed opponent moves are played, the engine must
+    find every listed move of its side; a different move still solves it if it checkmates. Lichess puzzles start with
+    the opponent's move, composed problems (mate-in-N PGNs) with the solver's (``engine_first``). Returns (solved, the
+    engine's moves)."""
     board = board.copy()
     ours = 0 if engine_first else 1
     played = []
@@ -189,9 +184,8 @@ def puzzle_accuracy(engine: ChessEngine, path: str | os.PathLike, *, limit: int 
 
 # ----------------------------------------------------------------------------- matches
 def elo_difference(wins: int, draws: int, losses: int, z: float = 1.96) -> tuple[float, float]:
-    """Elo difference from a score and its ``z``-sigma error (delta method on the per-game score variance).
-
-    A perfect or zero score gives ±inf (the data cannot bound it)."""
+    """Elo difference from a score and its ``z``-sigma error (delta method on the per-game score variance); a perfect
+    or zero score gives ±inf (the data cannot bound it)."""
     n = wins + draws + losses
     if n == 0:
         raise ValueError("no games played")
@@ -212,16 +206,14 @@ class MatchResult:
     adjudicated: int = 0  # decisive games ended by the judge's verdict (in wins and losses)
     games: list[str] = field(default_factory=list)  # PGN texts
 
-    @property
-    def score(self) -> float:
-        return (self.wins + 0.5 * self.draws) / max(1, self.wins + self.draws + self.losses)
-
     def summary(self) -> dict:
         """Counts, score and Elo ± 95% error; Elo is None for a 0% or 100% score (the games cannot bound it)."""
-        elo, err = elo_difference(self.wins, self.draws, self.losses)
+        elo, err = elo_difference(self.wins, self.draws, self.losses)  # raises for no games
         elo, err = (None, None) if math.isinf(elo) else (elo + 0.0, err)  # + 0.0: no "-0.0"
-        return {"games": self.wins + self.draws + self.losses, "wins": self.wins, "draws": self.draws, "losses": self.losses,
-                "adjudicated": self.adjudicated, "score": self.score, "elo": elo, "elo_error_95": err}
+        games = self.wins + self.draws + self.losses
+        return {"games": games, "wins": self.wins, "draws": self.draws, "losses": self.losses,
+                "adjudicated": self.adjudicated, "score": (self.wins + 0.5 * self.draws) / games, "elo": elo,
+                "elo_error_95": err}
 
 
 # ----------------------------------------------------------------------------- opponents
@@ -266,7 +258,7 @@ class MaterialGreedy(RandomMover):
 
 
 class StockfishPlayer(contextlib.AbstractContextManager):
-    """Stockfish at a Skill Level and node/depth limit (call ``close`` when done, or use as a context)."""
+    """Stockfish at a Skill Level and node/depth limit, as a context (its process ends with the block)."""
 
     def __init__(self, path: str = DEFAULT_STOCKFISH, *, skill_level: int | None = 0, nodes: int | None = 1000, depth: int | None = None):
         self.engine = chess.engine.SimpleEngine.popen_uci(path)
@@ -277,11 +269,8 @@ class StockfishPlayer(contextlib.AbstractContextManager):
     def play(self, board: chess.Board) -> chess.Move:
         return self.engine.play(board, self.limit).move
 
-    def close(self) -> None:
-        self.engine.quit()
-
     def __exit__(self, *exc) -> None:
-        self.close()
+        self.engine.quit()
 
 
 def _adjudicate(judge: chess.engine.SimpleEngine, board: chess.Board, seconds: float) -> tuple[chess.Color, str] | None:
@@ -299,13 +288,13 @@ def play_match(engine: ChessEngine, opponent=None, *, games: int = 10, stockfish
                opening_plies: int = 6, max_plies: int = 400, adjudication_time: float | None = ADJUDICATION_TIME,
                seed: int = 0, pgn_path: str | os.PathLike | None = None, name: str = "zoo-chess",
                progress: bool = False) -> MatchResult:
-    """Play ``games`` games vs ``opponent`` (anything with ``play(board) -> Move`` and a ``name``; default:
-    Stockfish at ``skill_level`` / ``nodes`` / ``depth``) in colour-swapped pairs from opening-book starts.
+    """Play ``games`` games vs ``opponent`` (anything with ``play(board) -> Move`` and a ``name``; default: Stockfish
+    at ``skill_level`` / ``nodes`` / ``depth``) in colour-swapped pairs from opening-book starts.
 
     A game ends at checkmate, stalemate, insufficient material, a claimable threefold or fifty-move draw, or
     ``max_plies`` (a draw). As in the official tournament, after every move Stockfish (full strength,
-    ``adjudication_time`` seconds) adjudicates a win for the side it rates above 1300 cp or with a mate score;
-    ``adjudication_time=None`` plays every game out instead. Writes all games to ``pgn_path`` if given."""
+    ``adjudication_time`` seconds; None: play every game out) adjudicates a win for the side it rates above 1300 cp
+    or with a mate score. Writes all games to ``pgn_path`` if given."""
     from tqdm.auto import tqdm
 
     from zoo.io import write_text_atomic

@@ -1,13 +1,12 @@
 """``zoo chess make-data``: a mini-ChessBench annotated by Stockfish, in the official ``.bag`` format.
 
-Games start with a weighted walk through a polyglot opening book (Debian ``gnuchess-book``) and continue by
-Stockfish self-play mixed with random moves. Every position reached is annotated with
+Games start with a weighted walk through a polyglot opening book (Debian ``gnuchess-book``) and continue by Stockfish
+self-play mixed with random moves. Every position reached is annotated with
   * action values: for every legal move, a root-move search at a fixed depth -> win prob of (s, a);
   * a state value and the best move: a full search at the same depth.
-Win probs are the Lichess formula of the side to move (mates: 1 / 0). Each finished game is stored as a
-small JSON file, so an interrupted run resumes where it stopped; the final step de-duplicates positions
-(board, side, castling, en passant), splits them into train/test *by game* (test positions are removed
-from train) and writes ``{train,test}/{action_value,state_value,behavioral_cloning}_data.bag``.
+Win probs are the Lichess formula of the side to move (mates: 1 / 0). Each finished game is stored as a small JSON
+file, so an interrupted run resumes where it stopped; the final step de-duplicates positions (board, side, castling,
+en passant), splits them into train/test *by game* (test positions leave train), writes ``<split>/<policy>_data.bag``.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ import chess.polyglot
 
 from zoo._cli import option
 from zoo.io import write_json_atomic
-from zoo.chess.bag import RECORD_KINDS, BagWriter, encode_record
+from zoo.chess.bag import POLICIES, BagWriter, encode_record
 from zoo.chess.tokenizer import mate_win_probability, win_probability
 
 __all__ = ["DataConfig", "make_data", "score_to_win_prob", "default_book", "play_book", "DEFAULT_STOCKFISH"]
@@ -142,8 +141,7 @@ def _finalize(cfg: DataConfig, out_dir: Path, games_dir: Path) -> dict:
     counts = {}
     for split, positions in splits.items():
         with contextlib.ExitStack() as bags:  # a failed write leaves no partial bag
-            writers = {kind: bags.enter_context(BagWriter(out_dir / split / f"{kind}_data.bag"))
-                       for kind in RECORD_KINDS}
+            writers = {kind: bags.enter_context(BagWriter(out_dir / split / f"{kind}_data.bag")) for kind in POLICIES}
             n_actions = 0
             for pos in positions:
                 for move, value in pos["action_values"].items():

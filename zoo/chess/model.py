@@ -20,17 +20,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from zoo.chess.bag import check_policy
 from zoo.chess.tokenizer import FEN_LENGTH, NUM_ACTIONS
 
-__all__ = ["ChessTransformerConfig", "ChessTransformer", "POLICIES", "check_policy"]
+__all__ = ["ChessTransformerConfig", "ChessTransformer"]
 
-POLICIES = ("action_value", "state_value", "behavioral_cloning")
 LN_EPS = 1e-5
-
-
-def check_policy(policy: str) -> None:
-    if policy not in POLICIES:
-        raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
 
 
 @dataclass
@@ -176,14 +171,13 @@ class LastPositionPredictor:
     """``model(targets)[:, -1]`` for inference (all the engines read), with less work:
 
     * Q, K and V come from one matmul; every matmul runs on ``(B*T, D)`` rows, on CPU in chunks of ``CPU_CHUNK_ROWS``.
-    * The last block computes keys and values at every position but the rest at the last position alone (~11% of the
-      9M model's FLOPs). Nothing earlier can be skipped: attention is bidirectional, so the move token changes every
-      position from the first block on.
+    * The last block computes keys and values at every position, the rest at the last position alone. Nothing earlier
+      can be skipped: attention is bidirectional, so the move token changes every position from the first block on.
 
-    ``precision="fp32"`` computes the model's function in float32 (sums in another order: ~1e-6 apart). ``"bf16"``
-    runs matmuls and attention products in bfloat16 (float32 accumulation, residual stream, LayerNorms, softmax and
-    head): about 1.9x faster on CPUs with AVX512-BF16 or AMX, but win probabilities move by up to ~1e-2, so it is
-    opt-in. Weights are packed once in the compute dtype and repacked when a parameter changes."""
+    ``precision="fp32"``: the model's function, summed in another order (~1e-6 apart). ``"bf16"`` runs matmuls and
+    attention products in bfloat16 (float32 accumulation, residual stream, LayerNorms, softmax and head): about 1.9x
+    faster on CPUs with AVX512-BF16 or AMX, but win probabilities move by up to ~1e-2, so it is opt-in. Weights are
+    packed once in the compute dtype and repacked when a parameter changes."""
 
     def __init__(self, model: ChessTransformer, precision: str = "fp32"):
         if precision not in PRECISIONS:

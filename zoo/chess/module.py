@@ -30,11 +30,10 @@ def hl_gauss_targets(win_probs: torch.Tensor, num_buckets: int, sigma_buckets: f
 
 def square_factored_action_embeddings(dim: int, generator: torch.Generator | None = None,
                                       square_positions: torch.Tensor | None = None) -> torch.Tensor:
-    """A start for the token table ``(1968, dim)``: each action's row is the sum of a from-square, a to-square and a
-    promotion vector shared by every action with that square or piece (at the position table's scale once multiplied
-    by sqrt(dim)), so what the network first learns about a square applies to all moves touching it. With
-    ``square_positions`` ``(64, dim)`` (the position rows of the board tokens, a1 = 0 ... h8 = 63) each square's
-    vectors also include its row: a move's token starts out resembling its squares' board tokens."""
+    """A start for the token table ``(1968, dim)``: each action's row sums a from-square, a to-square and a promotion
+    vector, so what the network first learns about a square applies to all moves touching it. With
+    ``square_positions`` ``(64, dim)`` (the board tokens' position rows, a1 = 0 ... h8 = 63) a move's token also
+    starts out resembling its squares' board tokens."""
     from_idx = torch.tensor([chess.parse_square(a[:2]) for a in ACTIONS])  # a1 = 0 ... h8 = 63
     to_idx = torch.tensor([chess.parse_square(a[2:4]) for a in ACTIONS])
     promo_idx = torch.tensor([" qrbn".index(a[4:] or " ") for a in ACTIONS])
@@ -70,17 +69,15 @@ def _square_code(square: int) -> torch.Tensor:
 
 @torch.no_grad()
 def init_move_square_lookup(model: ChessTransformer, sharpness: float = 8.0) -> None:
-    """Start an action-value network with the move token reading the pieces on its from- and to-square.
+    """Start an action-value network with the move token reading the pieces on its from- and to-square: trained from
+    the usual start on little data, it never learns to look at its to-square and values a queen capture like a pawn's.
 
-    Trained from the usual start on little data, the move token never learns to look at its to-square, so the model
-    values a queen capture like a pawn capture. Here the last 42 residual channels start out as a look-up table:
-      * the position rows of the 64 board tokens carry their square's code (``_square_code``, 6 channels);
-      * each move row carries its from- and to-square codes (6 + 6), except rows shared with the FEN characters
-        (the 31 moves from a1 and b1 start without the look-up);
+    The last 42 residual channels start out as a look-up table (every weight still trains freely):
+      * the 64 board tokens' position rows carry their square's code (``_square_code``, 6 channels);
+      * each move row carries its from- and to-square codes (6 + 6), except the 31 rows shared with FEN characters;
       * the 13 board characters carry a +-1 piece code (8 channels) that nothing else writes to;
-      * in the first layer, head 0 (1) queries with the from- (to-) code against the board codes (about 70% of its
-        attention on its square) and copies the piece code it finds into 8 channels of its own.
-    Only the start changes: every weight trains freely and checkpoints keep the official architecture."""
+      * in the first layer, head 0 (1) queries with the from- (to-) code against the board codes and copies the piece
+        code it finds into 8 channels of its own."""
     D, H = model.cfg.embedding_dim, model.cfg.num_heads
     head_dim = D // H
     if model.cfg.policy != "action_value" or D < 64 or H < 2 or head_dim < 8:
@@ -114,13 +111,10 @@ class ChessTransformerModule(ZooModule):
     """Action-value, state-value or behavioural-cloning predictor. Batches are dicts with ``sequences`` ``(B, T)``
     int64 (targets in the official layout) and ``win_probs`` ``(B,)`` (for HL-Gauss targets; NaN for BC).
 
-    Loss: the natural-log NLL of the last token (as the official trainer), or the cross-entropy against HL-Gauss
-    smoothed bucket targets when ``hl_gauss_sigma`` is set (AV/SV only).
-
-    Small-data starts (not in the official trainer): ``action_embedding_init="squares"`` (or ``"board"``: validation
-    loss 3.83 vs 4.21 after 1,000 small-data steps) starts the token table from ``square_factored_action_embeddings``;
-    ``move_square_lookup=True`` from ``init_move_square_lookup``, with which small_cpu.yaml's model values a queen
-    capture +0.25 (Stockfish +0.33; without it -0.02) and scores 0.93 against the material-greedy player (0.05)."""
+    Loss: the last token's NLL (as the official trainer), or the cross-entropy against HL-Gauss bucket targets when
+    ``hl_gauss_sigma`` is set. Small-data starts, not in the official trainer (see recipes/chess/small_cpu.yaml):
+    ``action_embedding_init`` "squares" or "board" (``square_factored_action_embeddings``) and ``move_square_lookup``
+    (``init_move_square_lookup``)."""
 
     model_type = "chess-transformer"
     method = "chess"

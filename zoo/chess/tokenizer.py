@@ -1,8 +1,8 @@
 """The three tables every ChessBench model shares: FEN tokens, the 1968-move action table, return buckets.
 
-Everything here follows the official searchless_chess encoding bit for bit (see the chess spec): a FEN
-becomes 77 tokens over a 31-character vocabulary, a UCI move becomes its index in the official action
-order, and a win probability becomes one of 128 uniform buckets.
+Everything here follows the official searchless_chess encoding bit for bit (see the chess spec): a FEN becomes 77
+tokens over a 31-character vocabulary, a UCI move its index in the official action order, and a win probability one
+of 128 uniform buckets.
 """
 
 from __future__ import annotations
@@ -43,10 +43,8 @@ def _counter(fen: str, text: str, what: str) -> list[int]:
 
 
 def tokenize(fen: str) -> np.ndarray:
-    """FEN -> 77 token ids (uint8), in the official order: side, board a8..h1, castling, en passant, counters.
-
-    The FEN is tokenized as written (castling letters in their written order, an en-passant square even if
-    no capture is legal). Malformed FENs raise ``ValueError`` naming the problem."""
+    """FEN -> 77 token ids (uint8), in the official order: side, board a8..h1, castling, en passant, counters. The FEN
+    is tokenized as written (castling letters in their order, an en-passant square even if no capture is legal)."""
     if not isinstance(fen, str):
         raise TypeError(f"tokenize expects a FEN string, got {type(fen).__name__}")
     fields = fen.split(" ")
@@ -87,9 +85,6 @@ def square_token_index(square):
 
 
 # ----------------------------------------------------------------------------- action table
-_FILES = "abcdefgh"
-
-
 def _build_actions() -> tuple[str, ...]:
     """The official order: per source square a1..h8, queen targets then knight targets (each ascending),
     followed by the 176 promotions (rank 2->1 then 7->8; per file: push, left capture, right capture; q r b n)."""
@@ -100,8 +95,9 @@ def _build_actions() -> tuple[str, ...]:
         knight = [t for t, (df, dr) in steps.items() if {df, dr} == {1, 2}]
         actions += [chess.square_name(source) + chess.square_name(t) for t in queen + knight]
     for from_rank, to_rank in (("2", "1"), ("7", "8")):
-        for i, file in enumerate(_FILES):
-            for target in [file] + ([_FILES[i - 1]] if i > 0 else []) + ([_FILES[i + 1]] if i < 7 else []):
+        for i, file in enumerate(chess.FILE_NAMES):
+            captures = chess.FILE_NAMES[max(i - 1, 0):i] + chess.FILE_NAMES[i + 1:i + 2]  # the files beside, if any
+            for target in [file] + captures:
                 actions += [file + from_rank + target + to_rank + piece for piece in "qrbn"]
     return tuple(actions)
 

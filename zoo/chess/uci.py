@@ -1,11 +1,8 @@
 """A UCI front end for a ChessBench model, and a small terminal game.
 
-``zoo chess uci NAME`` speaks the Universal Chess Interface on stdin/stdout, for any chess GUI or
-``chess.engine.SimpleEngine.popen_uci(["zoo", "chess", "uci", NAME])``. A ``go`` values the legal moves with one
+``zoo chess uci NAME`` speaks the Universal Chess Interface on stdin/stdout. A ``go`` values the legal moves with one
 batched forward (no search); when the time limit is too short for all of them, it values them in chunks, most forcing
-first, and plays the best one valued before the deadline. ``infinite`` and ``ponder`` hold the move until ``stop`` /
-``ponderhit``. Options: ``Threads``, ``Move Overhead`` (ms kept back from each time limit), ``MultiPV`` (one ``info
-... multipv k ... pv MOVE`` line per move, the played move first) and ``Model`` (a catalog name or repo folder).
+first, and plays the best one valued before the deadline. ``Move Overhead``: ms kept back from each time limit.
 """
 
 from __future__ import annotations
@@ -42,8 +39,7 @@ def win_prob_to_centipawns(p: float) -> int:
 
 
 class GoLimits:
-    """The arguments of one ``go`` command; ``held`` (``infinite`` or ``ponder``): the answer waits for ``stop`` or
-    ``ponderhit``."""
+    """The arguments of one ``go`` command; ``held`` (``infinite``, ``ponder``): answer at ``stop`` or ``ponderhit``."""
 
     def __init__(self, args: list[str], board: chess.Board):
         self.numbers: dict[str, int] = {}
@@ -99,11 +95,9 @@ def _forcing_first(board: chess.Board, moves: list[chess.Move]) -> list[chess.Mo
 
 
 class UCIProtocol:
-    """Line-by-line UCI state machine around the :class:`ChessEngine` that ``load(name)`` returns.
-
-    ``load`` runs in a background thread, started once the first command is answered (so that ``uciok`` does not
-    compete with it for the interpreter) and whenever the ``Model`` option changes; commands that need the engine
-    wait for it. ``clock`` is injectable for tests."""
+    """Line-by-line UCI state machine around the :class:`ChessEngine` that ``load(name)`` returns. ``load`` runs in a
+    background thread, started once the first command is answered (so that ``uciok`` does not compete with it for the
+    interpreter) and whenever the ``Model`` option changes."""
 
     def __init__(self, name: str, out: TextIO, *, load: Callable[[str], ChessEngine], threads: int | None = None,
                  clock: Callable[[], float] = time.perf_counter):
