@@ -304,15 +304,13 @@ class BitDeltaModule(_SavedAsDelta):
     # ------------------------------------------------------------------ running
     def _base_answers(self, name: str) -> bool:
         """Whether the zoo base answers ``name``: a public name ZooModule lacks (EScAIP's ``as_calculator``, chess's
-        ``engine``, RCG's ``sample``, ...), but no in-place method (``..._``): it would change the base, not the
-        delta."""
+        ``engine``), but no in-place method (``..._``): that would change the base, not the delta."""
         base = self.__dict__.get("_modules", {}).get("model")
         return (isinstance(base, ZooModule) and not name.startswith("_") and not name.endswith("_")
                 and not hasattr(ZooModule, name))
 
     def __getattr__(self, name: str) -> Any:
-        """A delta of a zoo model answers as its base does, on the fine-tune's weights (see :meth:`_base_answers`);
-        its hyperparameters, ``model`` (the base) and ZooModule's API are the delta's."""
+        """A delta of a zoo model answers as its base does, on the fine-tune's weights (see :meth:`_base_answers`)."""
         try:
             return super().__getattr__(name)
         except AttributeError:
