@@ -38,14 +38,14 @@ class ByteTokenizer:
         return bytes(int(i) for i in ids).decode("utf-8", errors="replace")
 
 
-def get_tokenizer(spec: str | os.PathLike):
+def get_tokenizer(spec: str | os.PathLike, revision: str | None = None):
     """``"bytes"`` or anything ``transformers.AutoTokenizer.from_pretrained`` accepts (folder or repo id)."""
     if str(spec) == "bytes":
         return ByteTokenizer()
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(str(spec))
+        return AutoTokenizer.from_pretrained(str(spec), revision=revision)
     except (OSError, ValueError) as err:
         raise ValueError(f"no tokenizer at {spec!r} ({err}); pass tokenizer='bytes' or a folder/repo with one") from None
 

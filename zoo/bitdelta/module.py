@@ -56,12 +56,10 @@ def causal_lm(model: nn.Module) -> nn.Module:
 
 
 def text_tokenizer(model: nn.Module, tokenizer=None, *, source: str | None = None, revision: str | None = None):
-    """The tokenizer that feeds ``model``'s vocabulary.
-
-    ``tokenizer``: ``"bytes"``, a tokenizer folder / HF repo id, or a tokenizer object. Without it, a model with a
-    256-token vocabulary (the zoo's byte-level models) reads UTF-8 bytes, and any other model needs the tokenizer
-    of ``source`` (its base, e.g. ``mistralai/Mistral-7B-v0.1``) from a local folder or the Hugging Face cache.
-    Raw bytes are refused for a model whose vocabulary is not bytes."""
+    """The tokenizer that feeds ``model``'s vocabulary: ``tokenizer`` (``"bytes"``, a folder / HF repo id, or a
+    tokenizer object), else UTF-8 bytes for a 256-token vocabulary (the zoo's byte-level models), else the tokenizer
+    of ``source`` (its base, e.g. ``mistralai/Mistral-7B-v0.1``) from a local folder or the Hugging Face cache. Raw
+    bytes are refused for a model whose vocabulary is not bytes."""
     from zoo.bitdelta.data import ByteTokenizer, get_tokenizer
 
     vocab = causal_lm(model).config.vocab_size
@@ -71,14 +69,12 @@ def text_tokenizer(model: nn.Module, tokenizer=None, *, source: str | None = Non
         if not source:
             raise ValueError(f"this model's {vocab}-token vocabulary is not bytes and it names no base to take a "
                              "tokenizer from; pass tokenizer=<folder or HF repo id> (--tokenizer)")
-        from transformers import AutoTokenizer
-
         try:
-            return AutoTokenizer.from_pretrained(source, revision=revision)
-        except (OSError, ValueError) as err:
+            return get_tokenizer(source, revision=revision)
+        except ValueError:
             raise ValueError(
                 f"this model reads the {vocab}-token vocabulary of its base {source!r}, whose tokenizer is not "
-                f"available here ({type(err).__name__}; offline and not in the Hugging Face cache?). Pass "
+                "available here (offline and not in the Hugging Face cache?). Pass "
                 "tokenizer=<folder> (--tokenizer) holding it, e.g. downloaded on a connected machine with "
                 f"`huggingface-cli download {source} tokenizer.json tokenizer_config.json`") from None
     if isinstance(tokenizer, (str, os.PathLike)):
