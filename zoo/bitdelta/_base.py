@@ -58,12 +58,9 @@ def base_source(base: str | os.PathLike | nn.Module | None, named: str | None, f
 def load_model(ref: str | os.PathLike | nn.Module, *, revision: str | None = None,
                dtype: str | torch.dtype | None = None, device: str | torch.device = "cpu",
                relative_to: str | os.PathLike | None = None) -> nn.Module:
-    """Load a base or fine-tuned model in eval mode.
-
-    ``ref`` is a zoo catalog name / zoo repo folder (loaded with ``zoo.load``), a ``zoo train`` / ``zoo finetune``
-    checkpoint (``.ckpt``), a local Hugging Face folder, or a Hugging Face repo id (``AutoModelForCausalLM``, at
-    ``revision``). A relative folder is looked up beside ``relative_to`` (a delta repo naming its base as
-    ``../base``) before the working directory."""
+    """Load a base or fine-tuned model in eval mode: ``ref`` is a zoo catalog name / zoo repo folder (``zoo.load``),
+    a ``zoo train`` / ``zoo finetune`` checkpoint (``.ckpt``), a local Hugging Face folder, or a Hugging Face repo id
+    (``AutoModelForCausalLM``, at ``revision``). A relative folder is looked up beside ``relative_to`` first."""
     if isinstance(ref, nn.Module):
         return ref
     from zoo.module import parse_dtype

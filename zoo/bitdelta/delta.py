@@ -10,9 +10,8 @@ Repo format (``model.safetensors``; the tensor names follow the official ``diff.
 * ``<module>.coeff`` float32, 0-dim: the scale α (initially mean |Δ| in fp32);
 * ``<param name>``   a full-precision tensor of the fine-tune, only where it differs from the base.
 
-The safetensors header and ``config.json`` both carry the metadata: base name, revision, sha256 of the base
-weights (:func:`zoo.io.weights_fingerprint`), base dtype, compressed modules with their (out, in) shapes, carried
-params, bit order, sign convention and dtypes. Loading refuses a base whose fingerprint differs.
+The safetensors header (:meth:`BitDelta.metadata`) and ``config.json`` both describe the delta and its base, down
+to the sha256 of the base weights (:func:`zoo.io.weights_fingerprint`): loading refuses any other base.
 """
 
 from __future__ import annotations
@@ -71,12 +70,11 @@ def _official_layers(modules: dict[str, nn.Module], *, strict: bool) -> list[str
 
 
 def select_modules(model: nn.Module, select: str | Sequence[str] = AUTO_RULE, exclude: Iterable[str] = ()) -> list[str]:
-    """Names of the linear layers to compress.
-
-    ``select="official"``: the official rule (:func:`_official_layers`: 7 layers per Llama/Mistral block; embeddings
-    and head are carried). ``select="auto"`` (the default, for a model of any method): the official rule's Linear
-    layers where it finds any, else every Linear layer. Otherwise ``select`` is a list of shell-style patterns
-    (``"*.attn.c_attn"``, ``"*"``) matched against linear layer names. ``exclude`` patterns drop names."""
+    """Names of the linear layers to compress. ``select="official"``: the official rule (:func:`_official_layers`:
+    7 layers per Llama/Mistral block; embeddings and head are carried). ``select="auto"`` (the default, for a model of
+    any method): the official rule's Linear layers where it finds any, else every Linear layer. Otherwise ``select``
+    is a list of shell-style patterns (``"*.attn.c_attn"``, ``"*"``) matched against linear layer names. ``exclude``
+    patterns drop names."""
     modules = dict(model.named_modules())
     if not isinstance(select, str) and len(select) == 1:
         (select,) = select  # ["auto"] (a command line, a config) is the rule's name
@@ -242,7 +240,6 @@ class BitDelta:
 
 # ----------------------------------------------------------------------------- compress
 def check_same_kind(base: nn.Module, finetune: nn.Module) -> None:
-    """Raise ValueError unless ``finetune`` is the same kind of model (class) as ``base``."""
     if type(base) is not type(finetune):
         raise ValueError(f"the fine-tune ({type(finetune).__name__}) is another kind of model than the base "
                          f"({type(base).__name__}); a delta compresses a fine-tune of its own base: pass the base the "
@@ -254,9 +251,8 @@ def compress(base: nn.Module, finetune: nn.Module, *, select: str | Sequence[str
              exclude: Iterable[str] = (), base_name: str | None = None, base_revision: str | None = None,
              progress: bool = True) -> BitDelta:
     """BitDelta of ``finetune`` against ``base`` (same architecture and dtype: see ``zoo.bitdelta._base.load_pair``).
-
-    Per selected layer: Δ = W_fine − W_base in the models' dtype, bits = (Δ ≥ 0), α = mean |Δ| in fp32. Every
-    other tensor of the fine-tune is carried at full precision if it differs from the base's."""
+    Per selected layer: Δ = W_fine − W_base in the models' dtype, bits = (Δ ≥ 0), α = mean |Δ| in fp32. Every other
+    tensor of the fine-tune is carried at full precision if it differs from the base's."""
     from tqdm.auto import tqdm
 
     check_same_kind(base, finetune)
