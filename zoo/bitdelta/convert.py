@@ -55,10 +55,11 @@ def _same_as_base(base: torch.Tensor | None, value: torch.Tensor) -> bool:
 
 def from_official(state: dict[str, torch.Tensor], *, base: str | None, base_model: nn.Module | None = None,
                   base_revision: str | None = None) -> BitDelta:
-    """An official delta dict as a :class:`BitDelta`. With ``base_model`` (the base the file was made against) it
-    records the base's fingerprint and drops full-precision tensors equal to the base's (the official file carries
-    all of them); without it, loading checks the base's layer shapes only. A base in a dtype that would round the
-    diff's tensors (an fp32 diff on a bf16 base) is refused."""
+    """An official delta dict as a :class:`BitDelta`.
+
+    With ``base_model`` (the base the file was made against) it records the base's fingerprint and drops
+    full-precision tensors equal to the base's (the official file carries all of them); without it, loading checks
+    the base's layer shapes only. A base in a dtype that would round the diff's tensors is refused."""
     modules = [k[: -len(".mask")] for k in state if k.endswith(".mask")]
     if not modules:
         raise ValueError("no '<module>.mask' tensors: this is not an official BitDelta file")

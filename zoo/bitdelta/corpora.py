@@ -131,7 +131,6 @@ def make_corpora(out_dir: str | os.PathLike, sdist: str | os.PathLike, *, seed: 
               "milton": _split(milton_works(sdist), HELD_OUT["milton"], seed)}
     corpora = {name: {"train": _write(out, f"{name}_train.txt", train), "val": _write(out, f"{name}_val.txt", val)}
                for name, (train, val) in splits.items()}
-    sdist_sha256 = sha256_file(sdist)
-    manifest = {"seed": seed, "sdist": {"file": Path(sdist).name, "sha256": sdist_sha256}, "corpora": corpora}
+    manifest = {"seed": seed, "sdist": {"file": Path(sdist).name, "sha256": sha256_file(sdist)}, "corpora": corpora}
     write_json_atomic(out / "manifest.json", manifest)
     return manifest

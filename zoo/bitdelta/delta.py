@@ -70,11 +70,12 @@ def _official_layers(modules: dict[str, nn.Module], *, strict: bool) -> list[str
 
 
 def select_modules(model: nn.Module, select: str | Sequence[str] = AUTO_RULE, exclude: Iterable[str] = ()) -> list[str]:
-    """Names of the linear layers to compress. ``select="official"``: the official rule (:func:`_official_layers`:
-    7 layers per Llama/Mistral block; embeddings and head are carried). ``select="auto"`` (the default, for a model of
-    any method): the official rule's Linear layers where it finds any, else every Linear layer. Otherwise ``select``
-    is a list of shell-style patterns (``"*.attn.c_attn"``, ``"*"``) matched against linear layer names. ``exclude``
-    patterns drop names."""
+    """Names of the linear layers to compress.
+
+    ``select="official"``: the official rule (:func:`_official_layers`: 7 layers per Llama/Mistral block; embeddings
+    and head are carried). ``select="auto"`` (the default, for a model of any method): the official rule's Linear
+    layers where it finds any, else every Linear layer. Otherwise ``select`` is a list of shell-style patterns
+    (``"*.attn.c_attn"``, ``"*"``) matched against linear layer names. ``exclude`` patterns drop names."""
     modules = dict(model.named_modules())
     if not isinstance(select, str) and len(select) == 1:
         (select,) = select  # ["auto"] (a command line, a config) is the rule's name
@@ -251,8 +252,9 @@ def compress(base: nn.Module, finetune: nn.Module, *, select: str | Sequence[str
              exclude: Iterable[str] = (), base_name: str | None = None, base_revision: str | None = None,
              progress: bool = True) -> BitDelta:
     """BitDelta of ``finetune`` against ``base`` (same architecture and dtype: see ``zoo.bitdelta._base.load_pair``).
-    Per selected layer: Δ = W_fine − W_base in the models' dtype, bits = (Δ ≥ 0), α = mean |Δ| in fp32. Every other
-    tensor of the fine-tune is carried at full precision if it differs from the base's."""
+
+    Per selected layer: Δ = W_fine − W_base in the models' dtype, bits = (Δ ≥ 0), α = mean |Δ| in fp32. Every
+    other tensor of the fine-tune is carried at full precision if it differs from the base's."""
     from tqdm.auto import tqdm
 
     check_same_kind(base, finetune)

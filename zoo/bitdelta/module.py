@@ -205,8 +205,7 @@ class CausalLM(_Wrapper):
     def _apply(self, fn, recurse=True):
         super()._apply(fn, recurse)
         # RoPE's inv_freq stays float32 in any dtype, as transformers' from_pretrained(dtype=...) leaves it: a cast
-        # would round it (bf16: logits off by up to 0.1), and zoo.load(name, dtype=<its own dtype>) would then differ
-        # from zoo.load(name), e.g. the base a BitDelta rebuilds from the one it was made against
+        # would round it, and a BitDelta's base loaded in its own dtype would differ from the one it was made against
         inv_freq = self.model.model.rotary_emb.inv_freq
         if not inv_freq.is_meta and inv_freq.dtype != torch.float32:
             self.reset_nonpersistent_buffers(inv_freq.device)
@@ -266,9 +265,7 @@ class BitDeltaModule(_SavedAsDelta):
     def from_repo_dir(cls, directory: Path, hparams: dict[str, Any], *, device: torch.device, dtype: torch.dtype | None,
                       merged: bool | None = None, base: str | os.PathLike | nn.Module | None = None,
                       verify_base: bool = True, block_size: int | None = None) -> "BitDeltaModule":
-        """Load the base the delta names (or ``base``: a zoo name, folder, HF id or model), check it, apply the delta.
-
-        ``merged=False`` keeps packed bits and computes x·W_baseᵀ + α·(x·Sᵀ) on the fly."""
+        """Load the base the delta names (or ``base``: a zoo name, folder, HF id or model), check it, apply the delta."""
         delta = BitDelta.load(directory)
         try:
             base_model = load_model(base if base is not None else delta.base, revision=delta.base_revision,
@@ -357,7 +354,7 @@ class ScaleDistillation(_SavedAsDelta):
     fine-tune's (logit MSE). ``mode="scales"`` trains only α (the paper); ``mode="official"`` reproduces the official
     ``train.py``: α plus every full-precision parameter, AdamW with weight decay 0.01, and no gradient through the
     1-bit branch. ``base`` / ``finetune`` are zoo names, local folders or HF repo ids (or pass loaded models as
-    ``base_model`` / ``finetune_model``). ``save_pretrained`` writes the distilled delta (a ``bitdelta`` repo)."""
+    ``base_model`` / ``finetune_model``)."""
 
     model_type = "bitdelta-distill"
     method = "bitdelta"
