@@ -324,20 +324,17 @@ class BitDeltaModule(_SavedAsDelta):
     def _text_tokenizer(self, tokenizer):  # without one, the base's
         return text_tokenizer(self, tokenizer, source=self.tokenizer_source, revision=self.hparams.base_revision)
 
-    def _inner_step(self, hook: str, batch, batch_idx):
-        """Run a zoo base module's own step. The Trainer drives this module only, so the inner one's ``self.log``
-        is routed to ours for the call (an instance attribute shadows the method)."""
+    def _step(self, hook: str, name: str, batch, batch_idx):
+        if not isinstance(self.model, L.LightningModule):
+            return super()._step(hook, name, batch, batch_idx)
+        # a zoo base module knows its own loss: run its own step. The Trainer drives this module only, so the inner
+        # one's ``self.log`` is routed to ours for the call (an instance attribute shadows the method)
         inner = self.model
         inner.log = self.log
         try:
             return getattr(inner, hook)(batch, batch_idx)
         finally:
             del inner.log
-
-    def _step(self, hook: str, name: str, batch, batch_idx):
-        if isinstance(self.model, L.LightningModule):  # a zoo base module knows its own loss
-            return self._inner_step(hook, batch, batch_idx)
-        return super()._step(hook, name, batch, batch_idx)
 
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
         for layer in compressed_layers(self.model).values():  # keep merged weights in step with the new scales
