@@ -113,8 +113,7 @@ def _write(out: Path, name: str, parts: list[tuple[str, str]]) -> dict:
             "documents": [doc for doc, _ in parts]}
 
 
-def make_corpora(out_dir: str | os.PathLike, sdist: str | os.PathLike, *, seed: int = 0,
-                 python_val_every: int = 10) -> dict:
+def make_corpora(out_dir: str | os.PathLike, sdist: str | os.PathLike, *, seed: int = 0) -> dict:
     """Write base/austen/milton train and val text files into ``out_dir``; returns (and saves) the manifest."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -124,7 +123,7 @@ def make_corpora(out_dir: str | os.PathLike, sdist: str | os.PathLike, *, seed: 
         train, val = _split(docs, HELD_OUT[source], seed, f"{source}/")
         base_train, base_val = base_train + train, base_val + val
     for i, (name, body) in enumerate(topics.items()):
-        (base_val if i % python_val_every == 0 else base_train).append((f"python/{name}", body))
+        (base_val if i % 10 == 0 else base_train).append((f"python/{name}", body))  # every tenth topic held out
     random.Random(seed).shuffle(base_train)
     splits = {"base": (base_train, base_val), "austen": _split(austen_novels(), HELD_OUT["austen"], seed),
               "milton": _split(milton_works(sdist), HELD_OUT["milton"], seed)}
