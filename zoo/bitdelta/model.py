@@ -55,9 +55,8 @@ class BitDeltaLinear(nn.Module):
     S ∈ {−1, +1} stored as packed bits. Merged (one tenant), ``weight`` holds W_base + α·S: plain Linear speed.
     Unmerged, y = x·W_baseᵀ + b + α_t·(x·S_tᵀ) for the tenant t of each batch row (see :func:`use_tenants`).
 
-    ``masks`` (T, ceil(in/32), out) int32, ``scales`` (T,) and a (T, out) ``bias`` hold T tenants.
-    ``grad_through_signs=False`` is the official distillation's backward: the α·(x·Sᵀ) branch passes gradient to α
-    but not back to x."""
+    ``masks`` (T, ceil(in/32), out) int32, ``scales`` (T,) and a (T, out) ``bias`` hold T tenants; the official
+    distillation's backward, ``grad_through_signs=False``, passes the α·(x·Sᵀ) branch's gradient to α, not to x."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, masks: torch.Tensor, scales: torch.Tensor, *,
                  merged: bool = False, block_size: int = 1024, grad_through_signs: bool = True):
