@@ -112,7 +112,7 @@ class TextDataModule(MidEpochResume, L.LightningDataModule):
 
     def setup(self, stage: str | None = None) -> None:
         hp = self.hparams
-        text_windows = hp.stride is not None and not hp.train.endswith(".safetensors")  # read by train_dataloader
+        text_windows = hp.stride is not None and not hp.train.endswith(".safetensors")  # cut by train_dataloader
         if not text_windows and "train" not in self.rows:
             self.rows["train"] = load_token_rows(hp.train, hp.tokenizer, hp.max_length)[: hp.num_samples or None]
         if hp.val and "val" not in self.rows:

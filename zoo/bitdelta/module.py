@@ -74,8 +74,8 @@ def text_tokenizer(model: nn.Module, tokenizer=None, *, source: str | None = Non
         except ValueError:
             raise ValueError(
                 f"this model reads the {vocab}-token vocabulary of its base {source!r}, whose tokenizer is not "
-                "available here (offline and not in the Hugging Face cache?). Pass "
-                "tokenizer=<folder> (--tokenizer) holding it, e.g. downloaded on a connected machine with "
+                "available here (offline and not in the Hugging Face cache?). Pass tokenizer=<folder> (--tokenizer) "
+                "holding it, e.g. downloaded on a connected machine with "
                 f"`huggingface-cli download {source} tokenizer.json tokenizer_config.json`") from None
     if isinstance(tokenizer, (str, os.PathLike)):
         tokenizer = get_tokenizer(tokenizer)
