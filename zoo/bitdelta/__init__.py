@@ -1,9 +1,8 @@
 """BitDelta ("Your Fine-Tune May Only Be Worth One Bit", NeurIPS 2024): fine-tunes as 1-bit deltas of a base.
 
-A delta stores, for each selected linear layer, the sign of W_fine − W_base as packed bits and one scale α;
-tensors that are not compressed are carried at full precision where they differ from the base. Deltas are hub
-repos naming their base; ``zoo.load("<delta>")`` loads the base and applies the delta. Many deltas can share
-one base in a multi-tenant batch (``zoo.bitdelta.serve``). Heavy parts import on first use.
+Deltas (``zoo.bitdelta.delta``) are hub repos naming their base; ``zoo.load("<delta>")`` loads the base and applies
+the delta. Many deltas can share one base in a multi-tenant batch (``zoo.bitdelta.serve``). Heavy parts import on
+first use.
 """
 
 from zoo.registry import register_method

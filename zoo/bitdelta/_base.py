@@ -58,12 +58,9 @@ def base_source(base: str | os.PathLike | nn.Module | None, named: str | None, f
 def load_model(ref: str | os.PathLike | nn.Module, *, revision: str | None = None,
                dtype: str | torch.dtype | None = None, device: str | torch.device = "cpu",
                relative_to: str | os.PathLike | None = None) -> nn.Module:
-    """Load a base or fine-tuned model in eval mode.
-
-    ``ref`` is a zoo catalog name / zoo repo folder (loaded with ``zoo.load``), a ``zoo train`` / ``zoo finetune``
-    checkpoint (``.ckpt``), a local Hugging Face folder, or a Hugging Face repo id (``AutoModelForCausalLM``, at
-    ``revision``). A relative folder is looked up beside ``relative_to`` (a delta repo naming its base as
-    ``../base``) before the working directory."""
+    """Load a base or fine-tuned model in eval mode: ``ref`` is a zoo catalog name / zoo repo folder (``zoo.load``),
+    a ``zoo train`` / ``zoo finetune`` checkpoint (``.ckpt``), a local Hugging Face folder, or a Hugging Face repo id
+    (``AutoModelForCausalLM``, at ``revision``). A relative folder is looked up beside ``relative_to`` first."""
     if isinstance(ref, nn.Module):
         return ref
     from zoo.module import parse_dtype
@@ -93,12 +90,9 @@ def load_pair(base: str | os.PathLike | nn.Module, finetune: str | os.PathLike |
               dtype: str | torch.dtype | None = None, base_revision: str | None = None,
               finetune_revision: str | None = None, note: Callable[[str], Any] | None = None,
               ) -> tuple[nn.Module, nn.Module]:
-    """The base and the fine-tune to compress against it, both in ``dtype``, else in the wider of their stored dtypes.
-
-    A fine-tune wider than its base (float32, as ``zoo finetune`` trains and publishes, of a bfloat16 base) gets the
-    base upcast, exactly: the delta then applies where the fine-tune ran, since in bfloat16 the updates smaller than a
-    bfloat16 step round away, in Δ and in W_base + α·S alike. A narrower fine-tune is upcast to its base's dtype.
-    Models passed in are not changed (a copy is cast). ``note`` is told about a cast, in a sentence."""
+    """The base and the fine-tune to compress against it, both in ``dtype``, else in the wider of their stored dtypes:
+    the delta then applies where the fine-tune ran (a float32 fine-tune's updates smaller than a bfloat16 step would
+    round away in a bfloat16 base). Models passed in are not changed (a copy is cast); ``note`` is told of a cast."""
     finetune_model = load_model(finetune, revision=finetune_revision, dtype=dtype)
     base_model = load_model(base, revision=base_revision, dtype=dtype)
     check_same_kind(base_model, finetune_model)

@@ -30,18 +30,19 @@ def pack_signs(delta: torch.Tensor) -> torch.Tensor:
     return packed.to(torch.int32)
 
 
-def unpack_bits(mask: torch.Tensor, in_features: int) -> torch.Tensor:
-    """int32 (words, out) -> bits (in, out) as uint8 0/1 (arithmetic shift, then AND 1)."""
+def unpack_bits(mask: torch.Tensor, in_features: int, dtype: torch.dtype = torch.uint8) -> torch.Tensor:
+    """int32 (words, out) -> bits (in, out) as 0/1 in ``dtype`` (arithmetic shift, then AND 1)."""
     words, out_features = mask.shape
     if not (words - 1) * WORD_BITS < in_features <= words * WORD_BITS:
         raise ValueError(f"a mask of {words} words per column cannot hold {in_features} inputs")
-    bits = (mask.unsqueeze(1) >> _SHIFTS.to(mask.device).view(1, -1, 1)) & 1  # (words, 32, out)
-    return bits.reshape(words * WORD_BITS, out_features)[:in_features].to(torch.uint8)
+    bits = mask.unsqueeze(1) >> _SHIFTS.to(mask.device).view(1, -1, 1)  # (words, 32, out)
+    bits &= 1
+    return bits.view(words * WORD_BITS, out_features)[:in_features].to(dtype)
 
 
 def unpack_signs(mask: torch.Tensor, in_features: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """int32 (words, out) -> signs (out, in) in ``dtype``, each +1 or -1."""
-    return unpack_bits(mask, in_features).T.to(dtype) * 2 - 1
+    return unpack_bits(mask, in_features, dtype).T * 2 - 1
 
 
 def signed_matmul(x: torch.Tensor, mask: torch.Tensor, in_features: int, block: int = 1024) -> torch.Tensor:
@@ -49,12 +50,6 @@ def signed_matmul(x: torch.Tensor, mask: torch.Tensor, in_features: int, block: 
 
     The signs are unpacked ``block`` output columns at a time, so at most (in × block) ±1 values exist at once
     and no full-precision delta is ever materialised. Autograd flows to ``x`` (the signs are constants)."""
-    words, out_features = mask.shape
-    shifts = _SHIFTS.to(mask.device).view(1, -1, 1)
-    parts = []
-    for start in range(0, out_features, block):
-        bits = mask[:, start : start + block].unsqueeze(1) >> shifts  # (words, 32, blk)
-        bits &= 1
-        signs = bits.view(words * WORD_BITS, -1)[:in_features].to(x.dtype).mul_(2).sub_(1)  # (in, blk), ±1
-        parts.append(x @ signs)  # (..., blk)
+    parts = [x @ unpack_bits(mask[:, start : start + block], in_features, x.dtype).mul_(2).sub_(1)  # (..., blk)
+             for start in range(0, mask.shape[1], block)]
     return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)

@@ -164,7 +164,6 @@ class Demo(Options):
         from zoo.bitdelta.serve import MultiTenantLM
 
         server = MultiTenantLM.from_repos(self.deltas, base=self.base, with_base=self.with_base)
-        # the base's own vocabulary: bytes for the zoo's family, else the base's HF tokenizer (never raw bytes then)
         tokenizer = text_tokenizer(server.model, self.tokenizer, source=server.tokenizer_source)
         names = [*self.deltas, *(["base"] if self.with_base else [])]
         texts = generate_text(partial(server.generate, tenants=list(range(len(names)))), tokenizer, self.prompt,

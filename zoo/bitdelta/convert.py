@@ -2,8 +2,7 @@
 
 The official file is a ``torch.save`` pickle of one dict: ``<module>.mask`` (int32 (in/32, out), the same bit
 layout as ours), ``<module>.coeff`` (fp32 0-dim ``nn.Parameter``) and every full-precision parameter of the
-fine-tune. It is read with ``torch.load(weights_only=True)`` after checking that the pickle names no global outside
-torch's safe set (:func:`zoo.convert.safe_torch_load`), so nothing but tensors can come out of it.
+fine-tune. It is read with :func:`zoo.convert.safe_torch_load`, so nothing but tensors can come out of it.
 """
 
 from __future__ import annotations
@@ -58,10 +57,9 @@ def from_official(state: dict[str, torch.Tensor], *, base: str | None, base_mode
                   base_revision: str | None = None) -> BitDelta:
     """An official delta dict as a :class:`BitDelta`.
 
-    With ``base_model`` (the base the file was made against) the delta records the base's fingerprint and drops
-    full-precision tensors equal to the base's (the official file carries all of them). Without it, the base
-    cannot be verified at load time beyond layer shapes. A base in a dtype that would round the diff's tensors
-    (an fp32 diff on a bf16 base) is refused."""
+    With ``base_model`` (the base the file was made against) it records the base's fingerprint and drops
+    full-precision tensors equal to the base's (the official file carries all of them); without it, loading checks
+    the base's layer shapes only. A base in a dtype that would round the diff's tensors is refused."""
     modules = [k[: -len(".mask")] for k in state if k.endswith(".mask")]
     if not modules:
         raise ValueError("no '<module>.mask' tensors: this is not an official BitDelta file")
@@ -90,10 +88,8 @@ def from_official(state: dict[str, torch.Tensor], *, base: str | None, base_mode
 def convert(src: str | os.PathLike, out_dir: str | os.PathLike, *, base: str | None,
             base_model: nn.Module | str | os.PathLike | None = None, base_dtype: str | torch.dtype | None = None,
             base_revision: str | None = None) -> BitDelta:
-    """Official ``diff.pt`` → zoo delta repo folder ``out_dir``.
-
-    ``base_model``: the base (a model, or a zoo name / folder / HF id to load) whose fingerprint the delta records;
-    it is loaded in ``base_dtype``, by default the dtype of the diff's own full-precision tensors."""
+    """Official ``diff.pt`` → zoo delta repo folder ``out_dir``. ``base_model``: the base (a model, or a zoo name /
+    folder / HF id to load in ``base_dtype``, by default the diff's own) whose fingerprint the delta records."""
     state = read_official(src)
     if base_model is not None and not isinstance(base_model, nn.Module):
         from zoo.bitdelta._base import load_model

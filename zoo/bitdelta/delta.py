@@ -10,9 +10,8 @@ Repo format (``model.safetensors``; the tensor names follow the official ``diff.
 * ``<module>.coeff`` float32, 0-dim: the scale α (initially mean |Δ| in fp32);
 * ``<param name>``   a full-precision tensor of the fine-tune, only where it differs from the base.
 
-The safetensors header and ``config.json`` both carry the metadata: base name, revision, sha256 of the base
-weights (:func:`zoo.io.weights_fingerprint`), base dtype, compressed modules with their (out, in) shapes, carried
-params, bit order, sign convention and dtypes. Loading refuses a base whose fingerprint differs.
+The safetensors header (:meth:`BitDelta.metadata`) and ``config.json`` both describe the delta and its base, down
+to the sha256 of the base weights (:func:`zoo.io.weights_fingerprint`): loading refuses any other base.
 """
 
 from __future__ import annotations
@@ -242,7 +241,6 @@ class BitDelta:
 
 # ----------------------------------------------------------------------------- compress
 def check_same_kind(base: nn.Module, finetune: nn.Module) -> None:
-    """Raise ValueError unless ``finetune`` is the same kind of model (class) as ``base``."""
     if type(base) is not type(finetune):
         raise ValueError(f"the fine-tune ({type(finetune).__name__}) is another kind of model than the base "
                          f"({type(base).__name__}); a delta compresses a fine-tune of its own base: pass the base the "

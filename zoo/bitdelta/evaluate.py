@@ -24,14 +24,12 @@ def _batches(model: nn.Module, data, tokenizer, max_length: int, batch_size: int
 
 @torch.no_grad()
 def perplexity(model: nn.Module, data: str | os.PathLike | torch.Tensor, *, tokenizer="bytes", max_length: int = 128,
-               batch_size: int = 8, progress: bool = False) -> dict[str, float]:
+               batch_size: int = 8) -> dict[str, float]:
     """exp(mean next-token NLL) over non-overlapping ``max_length`` windows of a held-out text file (or token rows).
 
     Returns ``{"ppl", "nll", "tokens"}``; every window predicts its tokens 2..L from the ones before."""
-    from tqdm.auto import tqdm
-
     total, count = 0.0, 0
-    for ids in tqdm(_batches(model, data, tokenizer, max_length, batch_size), desc="perplexity", disable=not progress):
+    for ids in _batches(model, data, tokenizer, max_length, batch_size):
         logits = model_logits(model, {"input_ids": ids})
         total += causal_lm_loss(logits, ids, reduction="sum").item()
         count += ids[:, 1:].numel()

@@ -1,14 +1,4 @@
-"""The BitDelta network pieces: a 1-bit-delta linear layer, per-tenant tensors, and how a delta is applied.
-
-``BitDeltaLinear`` replaces one compressed ``nn.Linear`` (or GPT-2 ``Conv1D``):
-
-* merged:   y = x·(W_base + α·S)ᵀ + b            (W materialised once, plain Linear speed);
-* unmerged: y = x·W_baseᵀ + b + α_t·(x·S_tᵀ)      (S_t read from packed bits, tenant t per batch row).
-
-``apply_deltas_(model, [delta])`` turns a base model into the fine-tune in place; with several deltas it
-becomes a multi-tenant model: one base in memory, each batch row routed to its tenant by
-``use_tenants(model, tenant_of_row)``.
-"""
+"""The BitDelta network pieces: a 1-bit-delta linear layer, per-tenant tensors, and how a delta is applied."""
 
 from __future__ import annotations
 
@@ -61,11 +51,12 @@ def use_tenants(model: nn.Module, tenant_of_row: torch.Tensor | Sequence[int]) -
 
 
 class BitDeltaLinear(nn.Module):
-    """A linear layer whose fine-tuned weight is W_base + α·S, S ∈ {−1, +1} stored as packed bits.
+    """A linear layer (replacing an ``nn.Linear`` or GPT-2 ``Conv1D``) whose fine-tuned weight is W_base + α·S, with
+    S ∈ {−1, +1} stored as packed bits. Merged (one tenant), ``weight`` holds W_base + α·S: plain Linear speed.
+    Unmerged, y = x·W_baseᵀ + b + α_t·(x·S_tᵀ) for the tenant t of each batch row (see :func:`use_tenants`).
 
-    ``masks`` (T, ceil(in/32), out) int32, ``scales`` (T,) and a (T, out) ``bias`` hold T tenants. ``weight``
-    (out, in) is W_base (unmerged) or W_base + α·S (merged, T = 1). ``grad_through_signs=False`` is the official
-    distillation's backward: the α·(x·Sᵀ) branch passes gradient to α but not back to x."""
+    ``masks`` (T, ceil(in/32), out) int32, ``scales`` (T,) and a (T, out) ``bias`` hold T tenants; the official
+    distillation's backward, ``grad_through_signs=False``, passes the α·(x·Sᵀ) branch's gradient to α, not to x."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, masks: torch.Tensor, scales: torch.Tensor, *,
                  merged: bool = False, block_size: int = 1024, grad_through_signs: bool = True):
@@ -261,10 +252,8 @@ def apply_deltas_(model: nn.Module, deltas: Sequence[BitDelta], *, merged: bool 
 
 
 def delta_from_model(model: nn.Module, params: dict[str, torch.Tensor], identity: dict) -> BitDelta:
-    """The (single-tenant) delta a model built by :func:`apply_deltas_` now holds.
-
-    ``params`` are the full-precision tensors to carry (by state-dict name); ``identity`` holds the base's
-    ``base``, ``base_revision``, ``base_sha256`` and ``base_dtype``."""
+    """The (single-tenant) delta a model built by :func:`apply_deltas_` now holds, carrying ``params`` (by state-dict
+    name); ``identity`` is the applied delta's :meth:`BitDelta.identity`."""
     layers = compressed_layers(model)
     return BitDelta(masks={n: m.masks[0].detach().clone() for n, m in layers.items()},
                     scales={n: m.scales.detach()[0].float().clone() for n, m in layers.items()},

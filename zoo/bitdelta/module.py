@@ -56,12 +56,10 @@ def causal_lm(model: nn.Module) -> nn.Module:
 
 
 def text_tokenizer(model: nn.Module, tokenizer=None, *, source: str | None = None, revision: str | None = None):
-    """The tokenizer that feeds ``model``'s vocabulary.
-
-    ``tokenizer``: ``"bytes"``, a tokenizer folder / HF repo id, or a tokenizer object. Without it, a model with a
-    256-token vocabulary (the zoo's byte-level models) reads UTF-8 bytes, and any other model needs the tokenizer
-    of ``source`` (its base, e.g. ``mistralai/Mistral-7B-v0.1``) from a local folder or the Hugging Face cache.
-    Raw bytes are refused for a model whose vocabulary is not bytes."""
+    """The tokenizer that feeds ``model``'s vocabulary: ``tokenizer`` (``"bytes"``, a folder / HF repo id, or a
+    tokenizer object), else UTF-8 bytes for a 256-token vocabulary (the zoo's byte-level models), else the tokenizer
+    of ``source`` (its base, e.g. ``mistralai/Mistral-7B-v0.1``) from a local folder or the Hugging Face cache. Raw
+    bytes are refused for a model whose vocabulary is not bytes."""
     from zoo.bitdelta.data import ByteTokenizer, get_tokenizer
 
     vocab = causal_lm(model).config.vocab_size
@@ -71,15 +69,13 @@ def text_tokenizer(model: nn.Module, tokenizer=None, *, source: str | None = Non
         if not source:
             raise ValueError(f"this model's {vocab}-token vocabulary is not bytes and it names no base to take a "
                              "tokenizer from; pass tokenizer=<folder or HF repo id> (--tokenizer)")
-        from transformers import AutoTokenizer
-
         try:
-            return AutoTokenizer.from_pretrained(source, revision=revision)
-        except (OSError, ValueError) as err:
+            return get_tokenizer(source, revision=revision)
+        except ValueError:
             raise ValueError(
                 f"this model reads the {vocab}-token vocabulary of its base {source!r}, whose tokenizer is not "
-                f"available here ({type(err).__name__}; offline and not in the Hugging Face cache?). Pass "
-                "tokenizer=<folder> (--tokenizer) holding it, e.g. downloaded on a connected machine with "
+                "available here (offline and not in the Hugging Face cache?). Pass tokenizer=<folder> (--tokenizer) "
+                "holding it, e.g. downloaded on a connected machine with "
                 f"`huggingface-cli download {source} tokenizer.json tokenizer_config.json`") from None
     if isinstance(tokenizer, (str, os.PathLike)):
         tokenizer = get_tokenizer(tokenizer)
@@ -209,8 +205,7 @@ class CausalLM(_Wrapper):
     def _apply(self, fn, recurse=True):
         super()._apply(fn, recurse)
         # RoPE's inv_freq stays float32 in any dtype, as transformers' from_pretrained(dtype=...) leaves it: a cast
-        # would round it (bf16: logits off by up to 0.1), and zoo.load(name, dtype=<its own dtype>) would then differ
-        # from zoo.load(name), e.g. the base a BitDelta rebuilds from the one it was made against
+        # would round it, and a BitDelta's base loaded in its own dtype would differ from the one it was made against
         inv_freq = self.model.model.rotary_emb.inv_freq
         if not inv_freq.is_meta and inv_freq.dtype != torch.float32:
             self.reset_nonpersistent_buffers(inv_freq.device)
@@ -270,9 +265,7 @@ class BitDeltaModule(_SavedAsDelta):
     def from_repo_dir(cls, directory: Path, hparams: dict[str, Any], *, device: torch.device, dtype: torch.dtype | None,
                       merged: bool | None = None, base: str | os.PathLike | nn.Module | None = None,
                       verify_base: bool = True, block_size: int | None = None) -> "BitDeltaModule":
-        """Load the base the delta names (or ``base``: a zoo name, folder, HF id or model), check it, apply the delta.
-
-        ``merged=False`` keeps packed bits and computes x·W_baseᵀ + α·(x·Sᵀ) on the fly."""
+        """Load the base the delta names (or ``base``: a zoo name, folder, HF id or model), check it, apply the delta."""
         delta = BitDelta.load(directory)
         try:
             base_model = load_model(base if base is not None else delta.base, revision=delta.base_revision,
@@ -304,15 +297,13 @@ class BitDeltaModule(_SavedAsDelta):
     # ------------------------------------------------------------------ running
     def _base_answers(self, name: str) -> bool:
         """Whether the zoo base answers ``name``: a public name ZooModule lacks (EScAIP's ``as_calculator``, chess's
-        ``engine``, RCG's ``sample``, ...), but no in-place method (``..._``): it would change the base, not the
-        delta."""
+        ``engine``), but no in-place method (``..._``): that would change the base, not the delta."""
         base = self.__dict__.get("_modules", {}).get("model")
         return (isinstance(base, ZooModule) and not name.startswith("_") and not name.endswith("_")
                 and not hasattr(ZooModule, name))
 
     def __getattr__(self, name: str) -> Any:
-        """A delta of a zoo model answers as its base does, on the fine-tune's weights (see :meth:`_base_answers`);
-        its hyperparameters, ``model`` (the base) and ZooModule's API are the delta's."""
+        """A delta of a zoo model answers as its base does, on the fine-tune's weights (see :meth:`_base_answers`)."""
         try:
             return super().__getattr__(name)
         except AttributeError:
@@ -333,20 +324,17 @@ class BitDeltaModule(_SavedAsDelta):
     def _text_tokenizer(self, tokenizer):  # without one, the base's
         return text_tokenizer(self, tokenizer, source=self.tokenizer_source, revision=self.hparams.base_revision)
 
-    def _inner_step(self, hook: str, batch, batch_idx):
-        """Run a zoo base module's own step. The Trainer drives this module only, so the inner one's ``self.log``
-        is routed to ours for the call (an instance attribute shadows the method)."""
+    def _step(self, hook: str, name: str, batch, batch_idx):
+        if not isinstance(self.model, L.LightningModule):
+            return super()._step(hook, name, batch, batch_idx)
+        # a zoo base module knows its own loss: run its own step. The Trainer drives this module only, so the inner
+        # one's ``self.log`` is routed to ours for the call (an instance attribute shadows the method)
         inner = self.model
         inner.log = self.log
         try:
             return getattr(inner, hook)(batch, batch_idx)
         finally:
             del inner.log
-
-    def _step(self, hook: str, name: str, batch, batch_idx):
-        if isinstance(self.model, L.LightningModule):  # a zoo base module knows its own loss
-            return self._inner_step(hook, batch, batch_idx)
-        return super()._step(hook, name, batch, batch_idx)
 
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
         for layer in compressed_layers(self.model).values():  # keep merged weights in step with the new scales
@@ -363,7 +351,7 @@ class ScaleDistillation(_SavedAsDelta):
     fine-tune's (logit MSE). ``mode="scales"`` trains only α (the paper); ``mode="official"`` reproduces the official
     ``train.py``: α plus every full-precision parameter, AdamW with weight decay 0.01, and no gradient through the
     1-bit branch. ``base`` / ``finetune`` are zoo names, local folders or HF repo ids (or pass loaded models as
-    ``base_model`` / ``finetune_model``). ``save_pretrained`` writes the distilled delta (a ``bitdelta`` repo)."""
+    ``base_model`` / ``finetune_model``)."""
 
     model_type = "bitdelta-distill"
     method = "bitdelta"

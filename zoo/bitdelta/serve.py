@@ -4,8 +4,7 @@
     logits = server(input_ids, tenants=[0, 1, 0, 1]).logits           # row i runs tenant tenants[i]
     tokens = server.generate(input_ids, tenants=[0, 1], max_new_tokens=20)
 
-Each compressed layer computes x·W_baseᵀ + α_t·(x·S_tᵀ) from packed bits; embeddings, norms and heads that a
-tenant carries run per tenant. Row i equals tenant i's own merged model.
+Row i equals tenant i's own merged model (:func:`zoo.bitdelta.model.apply_deltas_`).
 """
 
 from __future__ import annotations
