@@ -61,7 +61,11 @@ def test_skin_reuses_the_candidates_with_a_fresh_search_s_results(official_repos
 def test_compiled_inference_equals_eager(official_repos):
     """torch.compile with every row padded to the slots the system needs: the forces of the eager path (fp32,
     1e-5 eV/Å) over a few MD-like steps of a molecule and a periodic slab. A system's first step runs eagerly
-    (it measures the slots), the later ones through the compiled graph."""
+    (it measures the slots), the later ones through one compiled graph: no graph break splits it (a break inside
+    torch.func.grad runs the whole pass eagerly, several times slower)."""
+    from torch._dynamo.utils import counters
+
+    counters.clear()
     eager = zoo.load(official_repos["gradient"])
     compiled_model = zoo.load(official_repos["gradient"])
     compiled = compiled_model.as_calculator(compile=True)
@@ -82,3 +86,4 @@ def test_compiled_inference_equals_eager(official_repos):
             assert atoms.get_potential_energy() == pytest.approx(energy, abs=1e-5)
     # ethanol's 9 atoms keep at most 9 slots (its table's width); the slab's slots stay within knn_pad_size
     assert calls[:2] == [9, 9] and len(calls) == 4 and calls[2] == calls[3] <= model.cfg.knn_pad_size, calls
+    assert not counters["graph_break"], dict(counters["graph_break"])

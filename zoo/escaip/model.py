@@ -11,6 +11,7 @@ cosines between slot directions; unlike the official code, this runs in float64 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
@@ -124,7 +125,7 @@ class EScAIPConfig:
     def gradient_forces(self) -> bool:
         return self.regress_forces and not self.direct_forces
 
-    @property
+    @functools.cached_property  # built once: torch.compile cannot trace dataclasses.fields (a graph break)
     def graph(self) -> GraphConfig:
         return GraphConfig(**{f.name: getattr(self, f.name) for f in fields(GraphConfig)})
 
@@ -607,13 +608,11 @@ class EScAIP(nn.Module):
         return next(self.output_heads[n] for n, k in self.head_kinds.items() if k == kind)
 
     def compile_inference(self) -> None:
-        """Run inference (not training) through ``torch.compile`` with static shapes: inductor's fused C++ kernels,
-        with a gradient-force model's backward traced by ``torch.func.grad`` into the same graph as its forward.
-        Each system's first call runs eagerly and measures the slots its atoms keep; later calls pad every row to
-        that many plus ``SLOT_MARGIN`` (a multiple of 4, at most ``knn_pad_size``). A call where an atom keeps more
-        runs eagerly and widens the system's slots. Each new shape compiles once (minutes; inductor's on-disk FX
-        graph cache makes a later process's compile of the same shapes seconds), so it pays off for MD of a fixed
-        system over thousands of steps."""
+        """Run inference (not training) through ``torch.compile`` with static shapes: fused C++ kernels, a gradient
+        model's backward traced by ``torch.func.grad`` into its forward's graph. A system's first call runs eagerly
+        and measures the slots its atoms keep; later calls pad rows to that plus ``SLOT_MARGIN`` (a multiple of 4, at
+        most ``knn_pad_size``), and a call where an atom keeps more runs eagerly and widens them. Each shape compiles
+        once (minutes; seconds from inductor's on-disk cache in a later process): for MD of one system."""
         self._compiled = torch.compile(self._one_pass, dynamic=False)
         self._compiled_slots: dict[tuple[int, int], int] = {}  # (atoms, table width) -> slots of the compiled graph
 
@@ -656,8 +655,8 @@ class EScAIP(nn.Module):
 
     def _strained_energy(self, pos: Tensor, strain: Tensor | None, cell: Tensor, atomic_numbers: Tensor,
                          table: CandidateTable, n_sys: int, slots: int | None = None) -> tuple[Tensor, dict]:
-        """(total energy, ``_outputs``) with positions and cell strained by the symmetric part of ``strain`` (G, 3,
-        3), a per-system displacement gradient taken at zero, whose gradient gives the stress."""
+        """(total energy, ``_outputs``) with positions and cell strained by the symmetric part of ``strain`` (G, 3, 3):
+        a per-system displacement gradient at zero, whose gradient gives the stress."""
         if strain is not None:
             sym = 0.5 * (strain + strain.transpose(1, 2))
             pos = pos + torch.einsum("na,nab->nb", pos, sym[table.batch])
