@@ -25,6 +25,7 @@ from zoo.settings import setting_for
 WEIGHTS_NAME = "model.safetensors"
 WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
 CONFIG_NAME = "config.json"
+CONFIG_FORMAT = 1  # of the config.json this zoo writes (it reads this and older)
 DEFAULT_SHARD_BYTES = 2 * 1024**3  # HF's default: shard above 2 GB per file
 DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 NOT_WRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
@@ -276,6 +277,20 @@ def write_safetensors(tensors: dict, path: str | os.PathLike, metadata: dict[str
             if release:
                 release_pages(t)
             del t, c
+
+
+def write_repo(directory: str | os.PathLike, state_dict: dict, config: dict, *,
+               max_shard_bytes: int = DEFAULT_SHARD_BYTES, metadata: dict[str, str] | None = None) -> list[str]:
+    """A zoo repo folder: the weights (:func:`save_state_dict`) and ``config.json``, the module's ``config`` (method,
+    model_type, hparams) with this zoo's format and version; returns the file names. Should that fail or be
+    interrupted (a full disk, Ctrl-C), a ``directory`` this call created is removed: never weights without a config."""
+    from zoo import __version__
+
+    with folder_undone_on_failure(directory) as directory:
+        names = save_state_dict(state_dict, directory, max_shard_bytes=max_shard_bytes, metadata=metadata)
+        write_json_atomic(directory / CONFIG_NAME, {"zoo_config_format": CONFIG_FORMAT, "zoo_version": __version__,
+                                                    **config})
+    return [CONFIG_NAME, *names]
 
 
 def save_state_dict(state_dict: dict, directory: str | os.PathLike, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES,

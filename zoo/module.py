@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch.overrides import TorchFunctionMode
 
-from zoo.io import CONFIG_NAME, DEFAULT_SHARD_BYTES, atomic_path, load_state_dict, save_state_dict
-from zoo.io import DTYPES, dtype_name, folder_undone_on_failure, write_json_atomic, write_text_atomic
+from zoo.io import CONFIG_NAME, DEFAULT_SHARD_BYTES, DTYPES, dtype_name, folder_undone_on_failure, load_state_dict
+from zoo.io import CONFIG_FORMAT, write_repo, write_text_atomic
 from zoo._lightning import L, PossibleUserWarning
 from zoo.card import check_card, load_card, render_card
 from zoo.convert import preview, safe_torch_load
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self needs Python 3.11; type checkers know typing_extensions
 
 __all__ = ["ZooModule", "publish", "plain", "constructor_args", "CONFIG_FORMAT", "parse_dtype", "read_config"]
-
-CONFIG_FORMAT = 1
 
 
 def plain(obj: Any, where: str = "hparams") -> Any:
@@ -157,10 +155,7 @@ class ZooModule(L.LightningModule):
     def config_json(self) -> dict[str, Any]:
         if not self.model_type or not self.method:
             raise TypeError(f"{type(self).__name__} must set the class attributes model_type and method")
-        from zoo import __version__
-
-        return {"zoo_config_format": CONFIG_FORMAT, "zoo_version": __version__, "method": self.method,
-                "model_type": self.model_type, "hparams": self.config}
+        return {"method": self.method, "model_type": self.model_type, "hparams": self.config}
 
     # ----------------------------------------------------------- persistence
     def pretrained_state_dict(self) -> dict[str, torch.Tensor]:
@@ -172,19 +167,9 @@ class ZooModule(L.LightningModule):
         tensors are not the parameters' values (a BitDelta overrides this)."""
         return self.to(dtype)
 
-    def save_pretrained(self, directory: str | os.PathLike, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES,
-                        extra_files: dict[str, str | bytes] | None = None) -> list[str]:
-        """Write ``config.json`` and ``model.safetensors`` (sharded above ``max_shard_bytes``). Should that fail or be
-        interrupted (a full disk, Ctrl-C), a ``directory`` this call created is removed: never weights without a
-        config."""
-        with folder_undone_on_failure(directory) as directory:
-            names = save_state_dict(self.pretrained_state_dict(), directory, max_shard_bytes=max_shard_bytes)
-            write_json_atomic(directory / CONFIG_NAME, self.config_json())
-            for name, content in (extra_files or {}).items():
-                with atomic_path(directory / name) as tmp:
-                    tmp.write_bytes(content.encode() if isinstance(content, str) else content)
-                names.append(name)
-        return [CONFIG_NAME, *names]
+    def save_pretrained(self, directory: str | os.PathLike, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES) -> list[str]:
+        """``config.json`` and ``model.safetensors``, sharded above ``max_shard_bytes`` (:func:`zoo.io.write_repo`)."""
+        return write_repo(directory, self.pretrained_state_dict(), self.config_json(), max_shard_bytes=max_shard_bytes)
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike, *, revision: str | None = None,

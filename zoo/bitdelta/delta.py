@@ -26,8 +26,8 @@ from typing import Any, Iterable, Sequence
 import torch
 from torch import nn
 
-from zoo.io import CONFIG_NAME, DEFAULT_SHARD_BYTES, load_state_dict, save_state_dict, weight_files, write_json_atomic
-from zoo.io import atomic_path, dtype_name, folder_undone_on_failure, weights_fingerprint
+from zoo.io import CONFIG_NAME, DEFAULT_SHARD_BYTES, dtype_name, load_state_dict, weight_files, weights_fingerprint
+from zoo.io import write_repo
 from zoo.bitdelta._bits import BIT_ORDER, SIGN_CONVENTION, pack_signs
 
 __all__ = ["BitDelta", "compress", "check_same_kind", "select_modules", "linear_weight", "is_linear_like",
@@ -165,24 +165,11 @@ class BitDelta:
 
     # ------------------------------------------------------------------ disk
     def save(self, directory: str | os.PathLike, *, extra_hparams: dict[str, Any] | None = None,
-             max_shard_bytes: int = DEFAULT_SHARD_BYTES, extra_files: dict[str, str | bytes] | None = None
-             ) -> list[str]:
-        """Write a zoo repo folder (``config.json`` + ``model.safetensors`` + ``extra_files``) that ``zoo.load`` turns
-        into the model."""
-        from zoo import __version__
-        from zoo.module import CONFIG_FORMAT
-
-        config = {"zoo_config_format": CONFIG_FORMAT, "zoo_version": __version__, "method": "bitdelta",
-                  "model_type": MODEL_TYPE, "hparams": {**self.hparams(), **(extra_hparams or {})}}
-        with folder_undone_on_failure(directory) as directory:  # never weights without a config
-            names = save_state_dict(self.state_dict(), directory, max_shard_bytes=max_shard_bytes,
-                                    metadata=self.metadata())
-            write_json_atomic(directory / CONFIG_NAME, config)
-            for name, content in (extra_files or {}).items():
-                with atomic_path(directory / name) as tmp:
-                    tmp.write_bytes(content.encode() if isinstance(content, str) else content)
-                names.append(name)
-        return [CONFIG_NAME, *names]
+             max_shard_bytes: int = DEFAULT_SHARD_BYTES) -> list[str]:
+        """Write a zoo repo folder (``config.json`` + ``model.safetensors``) that ``zoo.load`` turns into the model."""
+        config = {"method": "bitdelta", "model_type": MODEL_TYPE, "hparams": self.hparams() | (extra_hparams or {})}
+        return write_repo(directory, self.state_dict(), config, max_shard_bytes=max_shard_bytes,
+                          metadata=self.metadata())
 
     @classmethod
     def load(cls, directory: str | os.PathLike) -> "BitDelta":

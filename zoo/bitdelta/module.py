@@ -159,12 +159,10 @@ class _SavedAsDelta(_Wrapper):
     def pretrained_state_dict(self) -> dict[str, torch.Tensor]:
         return self.to_delta().state_dict()
 
-    def save_pretrained(self, directory: str | os.PathLike, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES,
-                        extra_files: dict[str, str | bytes] | None = None) -> list[str]:
+    def save_pretrained(self, directory: str | os.PathLike, *, max_shard_bytes: int = DEFAULT_SHARD_BYTES) -> list[str]:
         """Write the delta repo: packed signs, scales, carried tensors and metadata."""
         keep = {k: self.hparams[k] for k in self.saved_hparams}
-        return self.to_delta().save(directory, extra_hparams=keep, max_shard_bytes=max_shard_bytes,
-                                    extra_files=extra_files)
+        return self.to_delta().save(directory, extra_hparams=keep, max_shard_bytes=max_shard_bytes)
 
     def model_card_fields(self) -> dict[str, Any]:
         delta, card = self.to_delta(), super().model_card_fields()

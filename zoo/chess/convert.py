@@ -20,7 +20,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from zoo.io import CONFIG_NAME, LazyTensor, folder_undone_on_failure, save_state_dict, write_json_atomic
+from zoo.io import LazyTensor, write_repo
 from zoo.chess.bag import check_policy
 from zoo.chess.model import ChessTransformerConfig
 from zoo.chess.tokenizer import NUM_ACTIONS
@@ -219,9 +219,7 @@ def convert(src: str | os.PathLike, out_dir: str | os.PathLike, *, policy: str |
                        if k not in state or k not in expected or tuple(expected[k].shape) != state[k].shape)
         if wrong:
             raise ValueError(f"the checkpoint's arrays do not fit {type(module).__name__}: {wrong[:8]}")
-        with folder_undone_on_failure(out_dir) as out_dir:  # never weights without a config
-            save_state_dict(state, out_dir)
-            write_json_atomic(out_dir / CONFIG_NAME, module.config_json())
+        write_repo(out_dir, state, module.config_json())
     return ChessTransformerModule.from_pretrained(out_dir)  # the written repo, read back strictly (weights memory-mapped)
 
 
