@@ -198,7 +198,7 @@ class DiffusionSchedule(nn.Module):
     def reset_buffers(self, device) -> None:
         betas = torch.linspace(self.linear_start**0.5, self.linear_end**0.5, self.timesteps, dtype=torch.float64) ** 2
         ac = torch.cumprod(1.0 - betas, dim=0)
-        ac_prev = torch.cat([torch.ones(1, dtype=torch.float64), ac[:-1]])
+        ac_prev = F.pad(ac[:-1], (1, 0), value=1.0)  # 1, then ac shifted by one step
         values = dict(betas=betas, alphas_cumprod=ac, alphas_cumprod_prev=ac_prev, sqrt_alphas_cumprod=ac.sqrt(),
                       sqrt_one_minus_alphas_cumprod=(1 - ac).sqrt(), sqrt_recip_alphas_cumprod=(1 / ac).sqrt(),
                       sqrt_recipm1_alphas_cumprod=(1 / ac - 1).sqrt())
