@@ -2,8 +2,8 @@
 
 Engines, all through their ASE calculators, in one process on one thread (OMP_NUM_THREADS=1, torch 1 thread):
   zoo    escaip-qm9-xtb (the molecule default; gradient forces), float32;
-  zooc   the same through torch.compile (``as_calculator(compile=True)``; with --compile): its first call at each
-         size compiles, and the table's last column gives those seconds;
+  zooc   the same through torch.compile (``as_calculator(compile=True)``; with --compile): at each size its first
+         call runs eagerly and sizes the graph, the second compiles; the table's last column gives those seconds;
   xtb    GFN2-xTB through tblite's ASE calculator (the labels escaip-qm9-xtb learned);
   mace   a mace-torch ScaleShiftMACE of about the zoo model's parameter count (NxOe, L=3, correlation 3, 2
          layers), random weights;
@@ -174,14 +174,16 @@ def engines(zoo_name: str, compile: bool) -> dict:
 # ----------------------------------------------------------------------------- measurements
 def ms_per_call(calcs: dict, atoms, repeats: int) -> tuple[dict[str, float], dict[str, float]]:
     """Median ms of one energy+forces call per engine, the engines interleaved call by call, and the seconds of
-    each engine's first call (a compile, for the compiled engine)."""
+    each engine's first two calls (for the compiled engine: an eager call that sizes the graph, then its compile)."""
     times = {name: [] for name in calcs}
     images = {name: atoms.copy() for name in calcs}
     first = {}
     for name, calc in calcs.items():
         images[name].calc = calc
         start = time.perf_counter()
-        images[name].get_forces()  # warm-up
+        for rep in range(2):  # warm-up
+            images[name].rattle(1e-3, seed=1000 + rep)
+            images[name].get_forces()
         first[name] = time.perf_counter() - start
     for rep in range(repeats):
         for name, image in images.items():
