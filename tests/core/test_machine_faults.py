@@ -325,10 +325,7 @@ def test_ctrl_c_during_a_conversion(tmp_path):
 def test_ctrl_c_between_the_weights_and_the_config_leaves_no_folder(writer, tmp_path, monkeypatch):
     """Interrupted once the weights are written, before config.json is: the new folder goes with them (a folder of
     weights and no config would not load, and would block the next try)."""
-    import zoo.bitdelta.delta
-    import zoo.chess.convert
     import zoo.io
-    import zoo.module
 
     def ctrl_c_at_the_config(path, obj):
         assert list(Path(path).parent.glob("*.safetensors")), "the weights come first"
@@ -341,8 +338,7 @@ def test_ctrl_c_between_the_weights_and_the_config_leaves_no_folder(writer, tmp_
                                   "--out", str(out), "--num-heads", "4", "--policy", "action_value"],
                 "convert bitdelta": ["convert", "bitdelta", str(TESTS / "fixtures" / "bitdelta" / "diff.pt"), "--out",
                                      str(out), "--base", "base"]}
-    for module in (zoo.module, zoo.chess.convert, zoo.bitdelta.delta):
-        monkeypatch.setattr(module, "write_json_atomic", ctrl_c_at_the_config)
+    monkeypatch.setattr(zoo.io, "write_json_atomic", ctrl_c_at_the_config)  # every repo writer's (zoo.io.write_repo)
     if writer == "save_pretrained":
         with pytest.raises(KeyboardInterrupt):
             ToyRegressor().save_pretrained(out)
