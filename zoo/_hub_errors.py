@@ -27,13 +27,13 @@ def _is_network_error(err: BaseException) -> bool:
 
 
 def _hub_error(err: BaseException, repo_id: str, revision: str | None, path: str | None = None,
-               *, upload: bool = False) -> Exception | None:
+               *, upload: bool = False, endpoint: str | None = None) -> Exception | None:
     """The zoo error for a ``huggingface_hub`` failure, or None when it is not a Hub failure."""
     from huggingface_hub.errors import (GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError,
                                         RemoteEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError)
 
     at = f"{repo_id}@{revision or 'main'}"
-    endpoint = hf_endpoint() or "https://huggingface.co"
+    endpoint = endpoint or hf_endpoint() or "https://huggingface.co"
     status = getattr(getattr(err, "response", None), "status_code", None)
     if upload:
         if isinstance(err, HfHubHTTPError) and not isinstance(err, RevisionNotFoundError):
@@ -69,7 +69,7 @@ def _hub_error(err: BaseException, repo_id: str, revision: str | None, path: str
 
 @contextlib.contextmanager
 def hub_errors(repo_id: str, revision: str | None = None, path: str | None = None, *,
-               upload: bool = False) -> Iterator[None]:
+               upload: bool = False, endpoint: str | None = None) -> Iterator[None]:
     """Turn any ``huggingface_hub`` failure inside the block into one zoo error (``HubError``/``OfflineError``, or a
     ``StorageError`` when the HF cache's disk is full or read-only). The client's retry warnings ("Retrying in 2s")
     are held back meanwhile: when the retries fail, the zoo error says what happened in one line."""
@@ -79,7 +79,7 @@ def hub_errors(repo_id: str, revision: str | None = None, path: str | None = Non
     try:
         yield
     except Exception as err:  # noqa: BLE001  (translated or re-raised as is)
-        translated = _hub_error(err, repo_id, revision, path, upload=upload)
+        translated = _hub_error(err, repo_id, revision, path, upload=upload, endpoint=endpoint)
         if translated is None and isinstance(err, OSError):
             # the client's failed write names no file, or a symlink's relative target: name the cache then
             where = err.filename if err.filename and os.path.isabs(err.filename) else hf_cache_root()

@@ -240,6 +240,6 @@ def upload_folder(folder: Path, repo_id: str, *, message: str, endpoint: str | N
     from huggingface_hub import HfApi
 
     api = HfApi(endpoint=endpoint or hf_endpoint(), token=token)
-    with hub_errors(repo_id, upload=True):
+    with hub_errors(repo_id, upload=True, endpoint=api.endpoint):  # the error names the Hub this call used
         api.create_repo(repo_id, exist_ok=True, private=private)
         return api.upload_folder(repo_id=repo_id, folder_path=str(folder), commit_message=message).oid

@@ -208,6 +208,8 @@ def test_publish_without_network_or_rights_is_one_line(hub, capsys, monkeypatch,
     err = capsys.readouterr().err
     assert err.startswith("zoo: error: cannot reach the Hub at http://127.0.0.1:9 to upload user/toy-up")
     assert err.count("\n") == 1
+    assert main(["publish", str(tmp_path / "toy"), "hf://user/toy-up", "--endpoint", "http://127.0.0.1:7"]) == 2
+    assert capsys.readouterr().err.startswith("zoo: error: cannot reach the Hub at http://127.0.0.1:7 to upload")
     monkeypatch.setenv("ZOO_HF_ENDPOINT", hub.endpoint)
     hub.token = "the-right-one"
     assert main(["publish", str(tmp_path / "toy"), "hf://user/toy-up"]) == 2
