@@ -142,3 +142,29 @@ def test_unused_padding_slots_are_cut_without_changing_results(fixture_dir, monk
     padded = run(model, inputs, stress=True)
     for key in padded:
         torch.testing.assert_close(trimmed[key], padded[key], rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("smooth_boo", [False, True])
+def test_smooth_boo_keeps_the_energy_continuous_where_an_atom_leaves_the_neighbours(smooth_boo):
+    """An atom pulled out across the envelope edge: with ``smooth_boo`` the energy change of every 2 mÅ step is the
+    work of the forces (trapezoid rule); the official plain mean of the bond-orientational order jumps there."""
+    torch.manual_seed(0)
+    cfg = {**CONFIGS["tiny"], "direct_forces": False, "smooth_boo": smooth_boo}  # max_radius 4.5 Å
+    model = EScAIP(cfg, {"efs": {"module": "EScAIP_grad_energy_force_stress_head"}}).double().eval()
+    fixed = torch.tensor([[0.0, 0, 0], [1.1, 0.1, 0], [-0.4, 1.0, 0.2], [0.3, -0.5, 1.0]], dtype=torch.float64)
+    z = torch.tensor([6, 1, 8, 7, 6])
+    direction = torch.tensor([0.6, 0.8, 0.0], dtype=torch.float64)
+    energies, forces, moving = [], [], []
+    for distance in torch.linspace(3.6, 5.2, 801, dtype=torch.float64):
+        pos = torch.cat([fixed, (distance * direction)[None]])
+        out = model(pos, z, torch.zeros(1, 3, 3, dtype=torch.float64), torch.zeros(1, 3, dtype=torch.bool),
+                    torch.tensor([5]))
+        energies.append(out["energy"].detach()[0])
+        forces.append(out["forces"].detach()[-1])
+        moving.append(pos[-1])
+    work = torch.stack([(forces[i] + forces[i + 1]) @ (moving[i + 1] - moving[i]) / 2 for i in range(800)])
+    worst = (torch.stack(energies).diff() + work).abs().max().item()
+    if smooth_boo:
+        assert worst < 1e-5
+    else:
+        assert worst > 1e-3  # a jump of the energy that no force accounts for: what smooth_boo removes

@@ -89,6 +89,9 @@ class EScAIPConfig:
     vector_output_dropout: float = 0.0
     # zoo: how candidate pairs are found ("cell_list": linear; "all_pairs": the official quadratic search)
     neighbor_search: str = "cell_list"
+    # zoo: weight each slot's direction in the bond-orientational order by its envelope attention weight. The
+    # official plain mean over kept slots jumps when an atom enters or leaves them: energy not conserved in MD
+    smooth_boo: bool = False
 
     def __post_init__(self) -> None:
         problems = []
@@ -211,12 +214,13 @@ def legendre_terms(cos: Tensor, nonzero: Tensor, lmax: int) -> Iterator[Tensor]:
         yield p * nonzero
 
 
-def bond_orientational_order(cos: Tensor, nonzero: Tensor, mask: Tensor, lmax: int) -> Tensor:
-    """(N, lmax+1): sqrt(max(|mean over slots of Y_l(u)/sqrt(2l+1)|^2, 1e-6)), the self-loop included."""
-    pair_mask = (mask[:, :, None] & mask[:, None, :]).to(cos.dtype)  # (N, K, K)
-    count = mask.sum(1).to(cos.dtype)  # (N,)
-    # sum_m mean_m^2 = (1/n^2) sum_{a,b} P_l(u_a . u_b)
-    values = [(p * pair_mask).sum((1, 2)) / count**2 for p in legendre_terms(cos, nonzero, lmax)]
+def bond_orientational_order(cos: Tensor, nonzero: Tensor, weight: Tensor, lmax: int) -> Tensor:
+    """(N, lmax+1): sqrt(max(|mean over slots of Y_l(u)/sqrt(2l+1)|^2, 1e-6)), the self-loop included; the mean
+    weighted by ``weight`` (N, K) (the official: 1 in kept slots, 0 in padding)."""
+    pair_weight = weight[:, :, None] * weight[:, None, :]  # (N, K, K)
+    count = weight.sum(1)  # (N,)
+    # sum_m mean_m^2 = (1/n^2) sum_{a,b} w_a w_b P_l(u_a . u_b)
+    values = [(p * pair_weight).sum((1, 2)) / count**2 for p in legendre_terms(cos, nonzero, lmax)]
     return torch.stack([torch.ones_like(count), *values], 1).clamp_min(1e-6).sqrt()
 
 
@@ -237,16 +241,17 @@ def geometry(graph: NeighborGraph, atomic_numbers: Tensor, cfg: EScAIPConfig) ->
     unit = graph.disp / torch.where(nonzero_dir, dist, torch.ones_like(dist))[..., None]
     cos = unit @ unit.transpose(1, 2)  # (N, K, K)
     nonzero = (nonzero_dir[:, :, None] & nonzero_dir[:, None, :]).to(cos.dtype)
-    boo = bond_orientational_order(cos, nonzero, graph.mask, cfg.node_direction_expansion_size - 1)
-    legendre = None
-    if cfg.use_frequency_embedding:
-        terms = legendre_terms(cos, nonzero, len(cfg.freequency_list) - 1)
-        legendre = [p[:, None] for p in (torch.ones_like(cos), *terms)]
     env = graph.env
     inside = env < 1
     e2 = torch.where(inside, env, torch.zeros_like(env)).square()
     kept_bias = -e2 / (1 - e2) if cfg.use_envelope else torch.zeros_like(env)
     bias = torch.where(inside, kept_bias, torch.full_like(env, -math.inf))
+    weight = bias.exp() if cfg.smooth_boo else graph.mask.to(cos.dtype)  # (N, K)
+    boo = bond_orientational_order(cos, nonzero, weight, cfg.node_direction_expansion_size - 1)
+    legendre = None
+    if cfg.use_frequency_embedding:
+        terms = legendre_terms(cos, nonzero, len(cfg.freequency_list) - 1)
+        legendre = [p[:, None] for p in (torch.ones_like(cos), *terms)]
     return Geometry(graph, atomic_numbers, unit, distance_expansion(dist, cfg), boo, legendre, bias[:, None, None, :])
 
 
