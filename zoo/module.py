@@ -147,6 +147,10 @@ class ZooModule(L.LightningModule):
     method: ClassVar[str] = ""
 
     # ------------------------------------------------------------------ config
+    def architecture(self) -> dict[str, Any]:
+        """The resolved options that define the function beyond the weights' shapes: a fine-tune keeps them."""
+        return {}
+
     @property
     def config(self) -> dict[str, Any]:
         """The plain-dict hyperparameters that rebuild this module."""

@@ -35,8 +35,10 @@ def run_recipe(recipe: str | os.PathLike, overrides: Sequence[str] = (), *, init
     from zoo._lightning import L, LightningCLI, SIGTERMException
     from zoo.module import ZooModule
 
-    if not os.path.isfile(recipe):
-        raise FileNotFoundError(f"recipe {recipe} not found; recipes live in recipes/<method>/*.yaml")
+    if not os.path.isfile(recipe):  # a shipped recipe by name (escaip/finetune_molecule), or one clear error
+        from zoo.recipes import find_recipe
+
+        recipe = find_recipe(os.fspath(recipe))
     with _setup_messages_held_back(), warnings.catch_warnings():
         # the recipe and overrides come in `args`; sys.argv (`zoo train ...`) is never parsed, so Lightning's
         # warning about both being given does not apply
@@ -81,6 +83,12 @@ def _start_from(model, init_from: str) -> None:
         model.load_weights_(state)
     except RuntimeError as err:
         raise ValueError(f"the recipe's architecture does not match {init_from}: {err}") from None
+    ours, theirs = model.architecture(), pretrained.architecture()
+    changed = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
+    if changed:
+        raise ValueError(f"the recipe's model differs from {init_from} in options that change no weight shape: "
+                         + ", ".join(f"{k}={theirs.get(k)!r} in the model, {ours.get(k)!r} in the recipe" for k in changed)
+                         + "; set the model's values in the recipe")
 
 
 def _check_resumes(model, ckpt_path: str) -> None:

@@ -112,6 +112,9 @@ class EScAIPModule(ZooModule):
     def cfg(self) -> EScAIPConfig:
         return self.model.cfg
 
+    def architecture(self) -> dict[str, Any]:
+        return self.cfg.to_dict()
+
     # ------------------------------------------------------------------ inference
     def check_inputs(self, batch: dict[str, Tensor]) -> None:
         """One clear error for inputs this potential cannot evaluate."""
