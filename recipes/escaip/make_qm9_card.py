@@ -1,12 +1,14 @@
-"""Write the model card of escaip-qm9-xtb from its measurements (issue 30).
+"""Write the model card of escaip-qm9-xtb from its measurements (issues 30 and 45).
 
-    python recipes/escaip/make_qm9_card.py BASE FINAL --out recipes/escaip/cards/escaip-qm9-xtb.yaml
+    python recipes/escaip/make_qm9_card.py STAGE1 STAGE2 STAGE3 --out recipes/escaip/cards/escaip-qm9-xtb.yaml
 
-BASE and FINAL are the run folders of the two training stages (runs/escaip-qm9-xtb-base, runs/escaip-qm9-xtb).
-Every number in the card comes from files there: FINAL/eval/metrics.json (``build_qm9_xtb.sh eval``), the
-parameter count of FINAL/repo, and per stage the resolved recipe and validation curve
-(RUN/lightning_logs/version_*/{config.yaml,metrics.csv}) and the steps and training time (Lightning's Timer in
-RUN/checkpoints/last.ckpt; ``--minutes`` for runs trained without one). The prose describing the data is below.
+The arguments are the run folders of the training stages in order (runs/escaip-qm9-xtb-base, -stage2, and
+runs/escaip-qm9-xtb, the final one). Every number in the card comes from files there: FINAL/eval/metrics.json and
+FINAL/eval-md/metrics.json (``build_qm9_xtb.sh eval``), the parameter count of FINAL/repo, and per stage the resolved
+recipe and validation curve (RUN/lightning_logs/version_*/{config.yaml,metrics.csv}) and the steps and training
+time (Lightning's Timer in RUN/checkpoints/last.ckpt; ``--minutes`` for runs trained without one). Those per-stage
+facts are also kept in RUN/stage.json, which stands in for a run folder whose logs and checkpoints are gone. The
+prose describing the data is below.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ G2_TARGET_MEAN, G2_TARGET_WORST = 60, 150  # meV/Å: issue 30's aims
 QM9_LIKE = ("C3H8", "CH3CH2OH", "CH3COCH3", "C5H5N", "C6H6", "C4H4O", "CH3COOH")
 STRAINED = ("CO2", "N2O", "O3", "C3H4_C2v", "bicyclobutane")
 PERFLUORO = ("CF4", "C2F4")
+# per stage, in order: its recipe and what it trains on (the runs given on the command line follow this order)
+STAGES = (("qm9_xtb_base.yaml", "from scratch on QM9 and EMT"), ("qm9_xtb.yaml", "the same data plus the motifs"),
+          ("qm9_xtb_smooth.yaml", "the same data with the smooth bond-orientational order (`smooth_boo`)"))
 DISPLAY = {"C3H4_C2v": "cyclopropene", "CH3CH2OH": "ethanol",
            "C3H8": "propane", "CH3COCH3": "acetone", "C5H5N": "pyridine", "C6H6": "benzene", "C4H4O": "furan",
            "CH3COOH": "acetic acid"}
@@ -32,8 +37,13 @@ DISPLAY = {"C3H4_C2v": "cyclopropene", "CH3CH2OH": "ethanol",
 
 # ----------------------------------------------------------------------------- reading a run
 def stage(run: Path, minutes: float | None) -> dict:
-    """A training stage's resolved recipe, validation force MAE by epoch (meV/Å), steps and minutes."""
+    """A training stage's resolved recipe, validation force MAE by epoch (meV/Å), steps and minutes (kept in
+    RUN/stage.json, which is read instead where the run's logs are gone)."""
     versions = sorted((run / "lightning_logs").glob("version_*"), key=lambda p: int(p.name.split("_")[1]))
+    summary = run / "stage.json"
+    if not versions and summary.is_file():
+        record = json.loads(summary.read_text())
+        return record | {"val": {int(epoch): mae for epoch, mae in record["val"].items()}}
     if not versions:
         raise SystemExit(f"{run}/lightning_logs has no version_* folder: is {run} a training run of build_qm9_xtb.sh?")
     config = yaml.safe_load((versions[-1] / "config.yaml").read_text())
@@ -49,7 +59,9 @@ def stage(run: Path, minutes: float | None) -> dict:
         if timer is None:
             raise SystemExit(f"{run}/checkpoints/last.ckpt has no Timer state; give the training time with --minutes")
         minutes = timer["time_elapsed"]["train"] / 60
-    return {"config": config, "val": val, "steps": int(ckpt["global_step"]), "minutes": minutes}
+    record = {"config": config, "val": val, "steps": int(ckpt["global_step"]), "minutes": minutes}
+    write_text_atomic(summary, json.dumps(record, indent=1))
+    return record
 
 
 def validation_curve(stage: dict) -> str:
@@ -77,7 +89,36 @@ def g2_spread(m: dict) -> tuple[list[dict], float, list[dict]]:
     return g2, g2[len(g2) // 2]["force_mae_meV_per_A"], over
 
 
-def fields(base: dict, final: dict, m: dict, n_params: int) -> dict:
+def epochs(n: int) -> str:
+    return f"{n} epoch" + ("s" if n != 1 else "")
+
+
+def stage_sentence(number: int, stage: dict, runs: list[Path]) -> str:
+    recipe, data = STAGES[number - 1]
+    model, trainer = stage["config"]["model"]["init_args"], stage["config"]["trainer"]
+    timing = f"{duration(stage['minutes'])} ({round(stage['steps'] / stage['minutes'])} steps/min)"
+    if number == 1:
+        return (f"stage 1, `zoo train recipes/escaip/{recipe}`, {data} for {epochs(trainer['max_epochs'])} "
+                f"({stage['steps']:,} steps of at most {stage['config']['data']['init_args']['max_atoms_per_batch']} "
+                f"atoms; AdamW lr {model['lr']:g}, {model['warmup_steps']} warm-up steps, cosine decay; energy "
+                f"coefficient {model['energy_coef']:g}, force coefficient {model['force_coef']:g}, stress coefficient "
+                f"{model['stress_coef']:g}; EMA {model['ema_decay']:g}), {timing}")
+    return (f"stage {number}, `zoo finetune {runs[number - 2]}/repo recipes/escaip/{recipe}`, {data} for "
+            f"{epochs(trainer['max_epochs'])} at lr {model['lr']:g} ({stage['steps']:,} steps), {timing}")
+
+
+def md_table(md: dict) -> str:
+    rows = [f"| {name} | {r['atoms']} | {r['nve_zoo_std_meV']:.2f} | {r['nve_GFN2-xTB_std_meV']:.2f} | "
+            f"{r['nve_std_ratio']:.2f} | {r['nve_zoo_std_detrended_meV']:.2f} | {r['nve_GFN2-xTB_std_detrended_meV']:.2f} | "
+            f"{r['nve_zoo_drift_meV_per_atom_per_ps']:+.3f} | {r['nve_GFN2-xTB_drift_meV_per_atom_per_ps']:+.3f} | "
+            f"{r['force_mae_before']:.0f} | {r['force_mae_after']:.0f} | {r['force_mae_scratch']:.0f} |"
+            for name, r in md["molecules"].items()]
+    return "\n".join(["| molecule | atoms | NVE std, model (meV) | xTB | ratio | without the drift: model | xTB | "
+                      "drift, model (meV/atom/ps) | xTB | force MAE before fine-tune (meV/Å) | after | from scratch |",
+                      "|---|---|---|---|---|---|---|---|---|---|---|---|", *rows])
+
+
+def fields(stages: list[dict], runs: list[Path], m: dict, md: dict, n_params: int) -> dict:
     from ase.collections import g2 as g2_collection
 
     o, nve, val = m["overall"], m["nve"], m["overall"]["qm9_val"]
@@ -92,8 +133,7 @@ def fields(base: dict, final: dict, m: dict, n_params: int) -> dict:
     def listed(names) -> str:
         return ", ".join(f"{DISPLAY.get(n, n)} {mae[n]:.0f}" for n in names)
 
-    model1, model2 = base["config"]["model"]["init_args"], final["config"]["model"]["init_args"]
-    curves = validation_curve(base), validation_curve(final)
+    curves = [validation_curve(s) for s in stages]
     qm9_like = [mae[n] for n in QM9_LIKE]
     table = lambda header, rows: "\n".join(header + rows)
     return dict(
@@ -109,15 +149,11 @@ def fields(base: dict, final: dict, m: dict, n_params: int) -> dict:
         h1=mean_heavy(1), h2=mean_heavy(2), strained=listed(STRAINED), perfluoro=listed(PERFLUORO),
         qm9_like_names=", ".join(DISPLAY[n] for n in QM9_LIKE),
         qm9_like=f"{min(qm9_like):.0f}-{max(qm9_like):.0f}",
-        epochs1=base["config"]["trainer"]["max_epochs"], steps1=f"{base['steps']:,}", lr1=f"{model1['lr']:g}",
-        warmup=model1["warmup_steps"], energy_coef=f"{model1['energy_coef']:g}", force_coef=f"{model1['force_coef']:g}",
-        stress_coef=f"{model1['stress_coef']:g}", ema=f"{model1['ema_decay']:g}",
-        atoms_per_batch=base["config"]["data"]["init_args"]["max_atoms_per_batch"],
-        time1=duration(base["minutes"]), rate1=round(base["steps"] / base["minutes"]),
-        epochs2=final["config"]["trainer"]["max_epochs"], steps2=f"{final['steps']:,}", lr2=f"{model2['lr']:g}",
-        time2=duration(final["minutes"]), rate2=round(final["steps"] / final["minutes"]),
-        time_total=duration(base["minutes"] + final["minutes"]),
-        val1=curves[0], val2=curves[1],
+        n_stages=len(stages), time_total=duration(sum(s["minutes"] for s in stages)),
+        stage_sentences="; ".join(stage_sentence(i, s, runs) for i, s in enumerate(stages, 1)),
+        val_curves="; ".join(f"stage {i} {curve} meV/Å" for i, curve in enumerate(curves, 1)),
+        md_ps=f"{md['nve_ps']:g}", md_table=md_table(md),
+        md_worst_ratio=f"{max(r['nve_std_ratio'] for r in md['molecules'].values()):.2f}",
         val_gaps=" (a dash: that epoch ended without its validation)" if any("–" in c for c in curves) else "",
         bfgs=table(["| molecule | converged | BFGS steps | GFN2-xTB max force at the model's minimum (eV/Å) |",
                     "|---|---|---|---|"],
@@ -134,13 +170,13 @@ def fields(base: dict, final: dict, m: dict, n_params: int) -> dict:
     )
 
 
-def metrics(m: dict) -> list[dict]:
+def metrics(m: dict, md: dict) -> list[dict]:
     o, nve, val = m["overall"], m["nve"], m["overall"]["qm9_val"]
     _, median, over = g2_spread(m)
     g2 = f"g2 test set: 500 K GFN2-xTB MD of {o['g2_molecules']} closed-shell H/C/N/O/F molecules (never trained on)"
     qm9 = "QM9 validation: 150 molecules held out of training (blocks m00000, m00050, m00100)"
-    md = (f"{nve['nve_ps']:g} ps NVE (velocity Verlet, {nve['nve_timestep_fs']:g} fs) of ethanol at "
-          f"{nve['nve_mean_temperature_K']:.0f} K, driven by the model")
+    ethanol = (f"{nve['nve_ps']:g} ps NVE (velocity Verlet, {nve['nve_timestep_fs']:g} fs) of ethanol at "
+               f"{nve['nve_mean_temperature_K']:.0f} K, driven by the model")
     rows = [
         ("g2_force_mae_meV_per_A", round(o["g2_force_mae_meV_per_A"], 1), g2, "test"),
         ("g2_worst_force_mae_meV_per_A", round(o["g2_worst_force_mae_meV_per_A"], 1),
@@ -149,19 +185,25 @@ def metrics(m: dict) -> list[dict]:
         (f"g2_molecules_over_{G2_TARGET_WORST}_meV_per_A", len(over), g2, "test"),
         ("g2_energy_mae_meV_per_atom", round(o["g2_energy_mae_meV_per_atom"], 1), g2, "test"),
         ("g2_max_net_force_eV_per_A", float(f"{o['g2_max_net_force_eV_per_A']:.1e}"), g2, "test"),
-        ("nve_drift_meV_per_atom_per_ps", float(f"{nve['nve_drift_meV_per_atom_per_ps']:.1e}"), md, "test"),
+        ("nve_drift_meV_per_atom_per_ps", float(f"{nve['nve_drift_meV_per_atom_per_ps']:.1e}"), ethanol, "test"),
         ("val_force_mae_meV_per_A", round(val["force_mae_meV_per_A"], 1), qm9, "validation"),
         ("val_energy_mae_meV_per_atom", round(val["energy_mae_meV_per_atom"], 1), qm9, "validation"),
         ("atoms_per_s", round(o["atoms_per_s_1_thread"]), "energy + forces of g2 frames in one batch, 1 CPU thread",
          "test"),
     ]
+    molecules = md["molecules"]
+    drug = (f"{', '.join(molecules)} (not in QM9 or any training set): {md['nve_ps']:g} ps NVE at 0.5 fs from the "
+            "same 300 K start as GFN2-xTB; fine-tunes on 40 frames of a 300 K xTB trajectory, tested on another")
+    rows += [("nve_std_over_xtb_worst", round(max(r["nve_std_ratio"] for r in molecules.values()), 2), drug, "test"),
+             ("finetune_force_error_ratio_worst", round(max(r["finetune_error_ratio"] for r in molecules.values()), 2),
+              drug, "test")]
     return [{"name": n, "value": v, "dataset": d, "dataset_name": d, "split": s} for n, v, d, s in rows]
 
 
 CARD = """\
 name: escaip-qm9-xtb
 description: |-
-  EScAIP (a small configuration: hidden 64, 3 layers, 4 heads, 16 neighbours within 5 Å; {params} parameters) with conservative forces and stress: the energy is the network's output, and forces and stress are its gradients, so energy is conserved in MD, the net force is zero to rounding and cells relax. Trained in the zoo on GFN2-xTB-labelled molecular dynamics and distortions of 3,000 QM9 molecules, of 123 molecules with the chemical groups QM9 lacks, and of molecule pairs, plus EMT-labelled bulk metals and slabs. The zoo's default potential for molecules of H, C, N, O and F; it runs offline as an ASE calculator. No molecule of ASE's g2 collection was trained on: g2 is its test set.
+  EScAIP (a small configuration: hidden 64, 3 layers, 4 heads, 16 neighbours within 5 Å, the smooth bond-orientational order; {params} parameters) with conservative forces and stress: the energy is the network's output, a smooth function of the positions, and forces and stress are its gradients, so energy is conserved in MD (as well as GFN2-xTB conserves it, on drug-sized molecules), the net force is zero to rounding and cells relax. Trained in the zoo on GFN2-xTB-labelled molecular dynamics and distortions of 3,000 QM9 molecules, of 123 molecules with the chemical groups QM9 lacks, and of molecule pairs, plus EMT-labelled bulk metals and slabs. The zoo's default potential for molecules of H, C, N, O and F; it runs offline as an ASE calculator. No molecule of ASE's g2 collection was trained on: g2 is its test set.
 paper: https://arxiv.org/abs/2410.24169
 license: apache-2.0
 datasets: [zoo-escaip-qm9-xtb, zoo-escaip-motifs-xtb, zoo-escaip-emt-slabs]
@@ -173,6 +215,8 @@ usage: |-
   atoms = molecule("CH3CH2OH")                    # any molecule of H, C, N, O, F (or a cell of Al Ni Cu Pd Ag Pt Au)
   atoms.calc = zoo.load("escaip-qm9-xtb").as_calculator()
   BFGS(atoms).run(fmax=0.05)                      # forces = -dE/dx; get_stress() on periodic cells
+  # your molecule's frames (extxyz with energies and forces), 40 are enough to cut its force error about 3x:
+  #   zoo finetune escaip-qm9-xtb escaip/finetune_molecule --data.init_args.train=my_frames.extxyz
 recipe: recipes/escaip/build_qm9_xtb.sh
 training: |-
   Data (`recipes/escaip/build_qm9_xtb.sh data`; settings and seeds in each folder's `manifest.json`), every frame labelled by GFN2-xTB (tblite 0.4) or ASE's EMT:
@@ -183,7 +227,7 @@ training: |-
 
   Split: by molecule. Blocks m00000, m00050 and m00100 of QM9 (150 molecules) and their pairs validate; models were chosen on them only. The g2 molecules (`zoo escaip make-data data/escaip-g2 --g2`: 500 K Langevin MD of every closed-shell g2 molecule of H, C, N, O, F, 25 frames each) were measured once, at the end.
 
-  Training, 2 stages (`recipes/escaip/build_qm9_xtb.sh train`, 2 CPU cores, {time_total} in all): stage 1, `zoo train recipes/escaip/qm9_xtb_base.yaml`, from scratch on QM9 and EMT for {epochs1} epochs ({steps1} steps of at most {atoms_per_batch} atoms; AdamW lr {lr1}, {warmup} warm-up steps, cosine decay; energy coefficient {energy_coef}, force coefficient {force_coef}, stress coefficient {stress_coef}; EMA {ema}), {time1} ({rate1} steps/min); stage 2, `zoo finetune runs/escaip-qm9-xtb-base/repo recipes/escaip/qm9_xtb.yaml`, the same data plus the motifs for {epochs2} epochs at lr {lr2} ({steps2} steps), {time2} ({rate2} steps/min). Validation force MAE (EMA weights, QM9 molecules and pairs) after each epoch: stage 1 {val1} meV/Å; stage 2 {val2} meV/Å{val_gaps}. Weights: the exponential moving average at the end of stage 2, in float32.
+  Training, {n_stages} stages (`recipes/escaip/build_qm9_xtb.sh train`, 2 CPU cores, {time_total} in all): {stage_sentences}. Validation force MAE (EMA weights, QM9 molecules and pairs) after each epoch: {val_curves}{val_gaps}. Weights: the exponential moving average at the end of stage {n_stages}, in float32. The smooth bond-orientational order of the last stage weights each neighbour's direction by its envelope (attention) weight, so an atom entering or leaving an atom's neighbours changes the energy continuously; the official plain mean jumps there, and in NVE the stage-2 model's total energy wandered several times more than GFN2-xTB's, whatever the time step.
 
   Evaluation (`recipes/escaip/build_qm9_xtb.sh eval`, i.e. `scripts/eval_escaip_g2.py`; it writes `metrics.json` and `force_parity.png`, the parity plot of the model's force components against GFN2-xTB's on g2):
 
@@ -191,6 +235,9 @@ training: |-
   * QM9 validation: force MAE {val_f} meV/Å, energy MAE {val_e} meV/atom.
   * NVE: 10 ps of ethanol (velocity Verlet, 0.5 fs steps, from a BFGS relaxation with its internal degrees of freedom at 2 x {target_temp} K; mean temperature {temp} K over the 3N - 6 internal degrees of freedom): the total energy drifts by {drift} meV/atom/ps (a linear fit), largest deviation {dev} meV/atom.
   * Speed: {speed} atoms/s (energy and forces of a batch of g2 frames, 1 CPU thread).
+  * Molecular dynamics of drug-sized molecules outside QM9 and every training set (`scripts/eval_escaip_md.py`): {md_ps} ps NVE (velocity Verlet, 0.5 fs) from an xTB-relaxed RDKit conformer with seeded 300 K velocities, the same start for the model and for GFN2-xTB: the standard deviation of the total energy is at most {md_worst_ratio} x xTB's. Fine-tuning as a user does (`zoo finetune escaip-qm9-xtb escaip/finetune_molecule --data.init_args.train=frames.extxyz`) on 40 frames of a 300 K xTB Langevin trajectory, with the force MAE on an independent 300 K trajectory (80 frames, another seed) before, after, and for the same recipe trained from scratch on the same frames (`zoo train`):
+
+  {md_table}
 
   BFGS relaxations of g2 molecules from their g2 geometry to fmax 0.05 eV/Å with the model as calculator (the last column is how far the model's minimum is from GFN2-xTB's: its max force there):
 
@@ -214,7 +261,7 @@ citation: |-
   }}
 """
 HEADER = ("# Model card of hub/escaip-qm9-xtb (the card fields `zoo publish --card` takes), written by\n"
-          "# recipes/escaip/make_qm9_card.py from the measurements of runs/escaip-qm9-xtb{,-base}.\n")
+          "# recipes/escaip/make_qm9_card.py from the measurements of runs/escaip-qm9-xtb{-base,-stage2,}.\n")
 ORDER = ("name", "description", "paper", "license", "datasets", "tags", "usage", "metrics", "recipe", "training",
          "limitations", "citation")
 
@@ -229,23 +276,26 @@ _Dumper.add_representer(str, lambda d, v: d.represent_scalar("tag:yaml.org,2002:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("base", type=Path, help="stage 1's run folder (runs/escaip-qm9-xtb-base)")
-    parser.add_argument("final", type=Path, help="stage 2's run folder (runs/escaip-qm9-xtb), evaluated")
+    parser.add_argument("runs", type=Path, nargs=len(STAGES), help="the stages' run folders in order (runs/"
+                        "escaip-qm9-xtb-base, runs/escaip-qm9-xtb-stage2, runs/escaip-qm9-xtb); the last is evaluated")
     parser.add_argument("--out", required=True, type=Path, help="the card YAML to write")
-    parser.add_argument("--minutes", nargs=2, type=float, metavar=("BASE", "FINAL"),
+    parser.add_argument("--minutes", nargs=len(STAGES), type=float,
                         help="training minutes of each stage, for runs whose checkpoints hold no Timer state")
     args = parser.parse_args()
 
-    metrics_path = args.final / "eval" / "metrics.json"
-    if not metrics_path.is_file():
-        raise SystemExit(f"{metrics_path} not found: run `recipes/escaip/build_qm9_xtb.sh eval` first")
-    m = json.loads(metrics_path.read_text())
-    minutes = args.minutes or (None, None)
-    base, final = stage(args.base, minutes[0]), stage(args.final, minutes[1])
+    final = args.runs[-1]
+    found = {}
+    for name in ("eval", "eval-md"):
+        path = final / name / "metrics.json"
+        if not path.is_file():
+            raise SystemExit(f"{path} not found: run `recipes/escaip/build_qm9_xtb.sh eval` first")
+        found[name] = json.loads(path.read_text())
+    m, md = found["eval"], found["eval-md"]
+    stages = [stage(run, minutes) for run, minutes in zip(args.runs, args.minutes or [None] * len(STAGES))]
     indent = lambda text: text.replace("\n", "\n  ")  # tables inside a YAML block scalar
-    values = fields(base, final, m, parameter_count(args.final / "repo"))
+    values = fields(stages, args.runs, m, md, parameter_count(final / "repo"))
     card = yaml.safe_load(CARD.format(**{k: indent(v) if isinstance(v, str) else v for k, v in values.items()}))
-    card["metrics"] = metrics(m)
+    card["metrics"] = metrics(m, md)
     text = yaml.dump({k: card[k] for k in ORDER}, sort_keys=False, allow_unicode=True, width=10_000, Dumper=_Dumper)
     write_text_atomic(args.out, HEADER + text)
     print(f"wrote {args.out}: g2 {values['g2_mean']} meV/Å, {values['n_over']} molecules above {G2_TARGET_WORST}")

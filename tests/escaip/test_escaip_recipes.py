@@ -44,9 +44,10 @@ def test_small_cpu_recipe_runs(emt_data, tmp_path):
     assert set(ckpt["zoo_ema"]["raw"]) == {n for n, _ in cli.model.model.named_parameters()}
 
 
-def test_qm9_card_is_written_from_the_two_stages_measurements(emt_data, tmp_path, monkeypatch):
+def test_qm9_card_is_written_from_the_three_stages_measurements(emt_data, tmp_path, monkeypatch):
     """make_qm9_card.py: every number of the escaip-qm9-xtb card comes from the runs (resolved recipe, validation
-    curve, Timer state of last.ckpt) and the evaluation's metrics.json, and the card passes the card check."""
+    curve, Timer state of last.ckpt, or the stage.json kept from them) and the evaluations' metrics.json, and the
+    card passes the card check."""
     import importlib.util
     import json
     import shutil
@@ -59,22 +60,30 @@ def test_qm9_card_is_written_from_the_two_stages_measurements(emt_data, tmp_path
     make_qm9_card = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(make_qm9_card)
 
-    monkeypatch.chdir(tmp_path)  # the recipes write to runs/escaip-qm9-xtb{-base,}
-    for recipe in ("qm9_xtb_base", "qm9_xtb"):
+    monkeypatch.chdir(tmp_path)  # the recipes write to runs/escaip-qm9-xtb{-base,-stage2,}
+    for recipe in ("qm9_xtb_base", "qm9_xtb", "qm9_xtb_smooth"):
         run_recipe(root / "recipes" / "escaip" / f"{recipe}.yaml", [
             f"--data.init_args.train=[{emt_data}]", f"--data.init_args.val=[{emt_data}]", "--data.init_args.exclude=[]",
             "--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1",
             "--trainer.num_sanity_val_steps=0", "--trainer.enable_progress_bar=false",
         ])
-    base, final = tmp_path / "runs" / "escaip-qm9-xtb-base", tmp_path / "runs" / "escaip-qm9-xtb"
+    runs = [tmp_path / "runs" / f"escaip-qm9-xtb{suffix}" for suffix in ("-base", "-stage2", "")]
+    final = runs[-1]
     hub = root / "hub" / "escaip-qm9-xtb"
     with pytest.raises(SystemExit, match="build_qm9_xtb.sh eval"):
-        monkeypatch.setattr("sys.argv", ["make_qm9_card.py", str(base), str(final), "--out", "card.yaml"])
+        monkeypatch.setattr("sys.argv", ["make_qm9_card.py", *map(str, runs), "--out", "card.yaml"])
         make_qm9_card.main()
-    (final / "eval").mkdir()
-    shutil.copy(hub / "metrics.json", final / "eval" / "metrics.json")
+    for folder, measured in (("eval", "metrics.json"), ("eval-md", "md_metrics.json")):
+        (final / folder).mkdir()
+        shutil.copy(hub / measured, final / folder / "metrics.json")
     shutil.copytree(hub, final / "repo")
     make_qm9_card.main()
+    # a stage whose logs and checkpoints are gone is read from the stage.json kept from it: the same card
+    first = (tmp_path / "card.yaml").read_text()
+    shutil.rmtree(runs[0] / "lightning_logs")
+    (runs[0] / "checkpoints" / "last.ckpt").unlink()
+    make_qm9_card.main()
+    assert (tmp_path / "card.yaml").read_text() == first
 
     card = load_card(tmp_path / "card.yaml")
     measured = json.loads((hub / "metrics.json").read_text())
@@ -85,10 +94,14 @@ def test_qm9_card_is_written_from_the_two_stages_measurements(emt_data, tmp_path
     assert values["g2_molecules_over_150_meV_per_A"] == sum(r["force_mae_meV_per_A"] > 150 for r in measured["g2"])
     assert f"| {worst['system']} | {worst['frames']} |" in card["training"]
     # the training paragraph reports what ran here: 2 steps per stage, each recipe's lr, one validation per stage
-    val = [list(make_qm9_card.stage(run, None)["val"].values()) for run in (base, final)]
-    assert len(val[0]) == len(val[1]) == 1
-    assert "for 1 epochs (2 steps of at most 256 atoms; AdamW lr 0.002" in card["training"]
-    assert f"stage 1 {val[0][0]:.1f} meV/Å; stage 2 {val[1][0]:.1f} meV/Å" in card["training"]
+    val = [list(make_qm9_card.stage(run, None)["val"].values()) for run in runs]
+    assert [len(v) for v in val] == [1, 1, 1]
+    assert "for 1 epoch (2 steps of at most 256 atoms; AdamW lr 0.002" in card["training"]
+    assert "recipes/escaip/qm9_xtb_smooth.yaml`, the same data with the smooth" in card["training"]
+    assert f"stage 1 {val[0][0]:.1f} meV/Å; stage 2 {val[1][0]:.1f} meV/Å; stage 3 {val[2][0]:.1f}" in card["training"]
+    md = json.loads((hub / "md_metrics.json").read_text())
+    assert values["nve_std_over_xtb_worst"] == round(max(r["nve_std_ratio"] for r in md["molecules"].values()), 2)
+    assert f"| aspirin | 21 | {md['molecules']['aspirin']['nve_zoo_std_meV']:.2f} |" in card["training"]
     assert "0.46M parameters" in card["description"]
 
 
@@ -97,10 +110,14 @@ def test_qm9_recipe_fine_tunes_the_published_model_on_your_data(emt_data, tmp_pa
     from zoo.cli import main
 
     monkeypatch.chdir(tmp_path)
-    recipe = next(r for r in RECIPES if r.stem == "qm9_xtb")
-    assert main(["finetune", "escaip-qm9-xtb", str(recipe), f"--data.init_args.train={emt_data}",
-                 "--trainer.max_steps=1", "--trainer.limit_val_batches=1", "--trainer.num_sanity_val_steps=0",
-                 "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]) == 0
+    args = [f"--data.init_args.train={emt_data}", "--trainer.max_steps=1", "--trainer.limit_val_batches=1",
+            "--trainer.num_sanity_val_steps=0", "--trainer.enable_progress_bar=false",
+            "--trainer.enable_model_summary=false"]
+    # stage 2's recipe has the same weight shapes but not the published model's smooth bond-orientational order
+    assert main(["finetune", "escaip-qm9-xtb", str(next(r for r in RECIPES if r.stem == "qm9_xtb")), *args]) == 2
+    assert ("the recipe's model differs from escaip-qm9-xtb in options that change no weight shape: smooth_boo=True "
+            "in the model, False in the recipe; set the model's values in the recipe") in capsys.readouterr().err
+    assert main(["finetune", "escaip-qm9-xtb", "escaip/qm9_xtb_smooth", *args]) == 0  # a shipped recipe by name
     last = tmp_path / "runs" / "escaip-qm9-xtb" / "checkpoints" / "last.ckpt"
     assert f"final state: {last} " in capsys.readouterr().out
     assert torch.load(last, weights_only=True)["global_step"] == 1
