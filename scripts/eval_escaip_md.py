@@ -44,6 +44,7 @@ from bench_escaip_md import embed, xtb_calculator  # noqa: E402
 
 import zoo  # noqa: E402
 from zoo.escaip.data import read_structures  # noqa: E402
+from zoo.io import write_json_atomic  # noqa: E402
 
 # name -> SMILES (atoms with hydrogens, heavy atoms)
 MOLECULES = {
@@ -89,7 +90,9 @@ def nve(folder: Path, label: str, atoms, calc, picoseconds: float) -> dict:
                       leave=False):
             dyn.run(RECORD_EVERY)
             energies.append(atoms.get_total_energy())
-        np.save(path, 1e3 * np.array(energies))
+        part = path.with_suffix(".part.npy")  # a killed run leaves no half-written cache
+        np.save(part, 1e3 * np.array(energies))
+        part.replace(path)
     energies = np.load(path)
     times_ps = np.arange(len(energies)) * RECORD_EVERY * TIMESTEP_FS / 1000
     line = np.polyfit(times_ps, energies, 1)
@@ -185,7 +188,7 @@ def main() -> None:
         report[name] = row
         print(json.dumps({name: row}), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "metrics.json").write_text(json.dumps({"model": args.model, "nve_ps": args.ps, "molecules": report}, indent=2))
+    write_json_atomic(args.out / "metrics.json", {"model": args.model, "nve_ps": args.ps, "molecules": report})
     plot(traces, args.out / "nve.png")
     keys = sorted({k for row in report.values() for k in row})
     print("| molecule | " + " | ".join(keys) + " |")

@@ -109,7 +109,8 @@ def stage_sentence(number: int, stage: dict, runs: list[Path]) -> str:
 
 def md_table(md: dict) -> str:
     rows = [f"| {name} | {r['atoms']} | {r['nve_zoo_std_meV']:.2f} | {r['nve_GFN2-xTB_std_meV']:.2f} | "
-            f"{r['nve_std_ratio']:.2f} | {r['nve_zoo_std_detrended_meV']:.2f} | {r['nve_GFN2-xTB_std_detrended_meV']:.2f} | "
+            f"{r['nve_std_ratio']:.2f} | {r['nve_zoo_std_detrended_meV']:.2f} | "
+            f"{r['nve_GFN2-xTB_std_detrended_meV']:.2f} | "
             f"{r['nve_zoo_drift_meV_per_atom_per_ps']:+.3f} | {r['nve_GFN2-xTB_drift_meV_per_atom_per_ps']:+.3f} | "
             f"{r['force_mae_before']:.0f} | {r['force_mae_after']:.0f} | {r['force_mae_scratch']:.0f} |"
             for name, r in md["molecules"].items()]
