@@ -38,6 +38,20 @@ from zoo.escaip.make_data import METALS, build_system
 RELAXED = ("CH3CH2OH", "C6H6", "CH3COOH", "C5H5N", "C4H4O", "CH3CONH2", "CH3NO2", "HCF3", "N2H4", "CH3CN")
 
 
+def internal_temperature(atoms) -> float:
+    """Over the 3N - 6 internal degrees of freedom of a (non-linear) molecule at rest."""
+    return 2 * atoms.get_kinetic_energy() / ((3 * len(atoms) - 6) * units.kB)
+
+
+def thermalize_internal(atoms, temperature: float, seed: int) -> None:
+    """Seeded velocities with no translation or rotation, the internal degrees of freedom at exactly 2 x
+    ``temperature`` (equipartition with the potential energy brings them to about ``temperature``)."""
+    thermalize_momenta(atoms, temperature_K=2 * temperature, rng=np.random.default_rng(seed))
+    Stationary(atoms)
+    ZeroRotation(atoms)
+    atoms.set_momenta(atoms.get_momenta() * np.sqrt(2 * temperature / internal_temperature(atoms)))
+
+
 def nve_drift(model, name: str, picoseconds: float, temperature: float, seed: int) -> dict:
     """NVE of a (non-linear) molecule from its relaxed geometry, its internal degrees of freedom at 2 x
     ``temperature`` so that equipartition with the potential energy brings them to about ``temperature``.
@@ -48,15 +62,7 @@ def nve_drift(model, name: str, picoseconds: float, temperature: float, seed: in
     atoms = build_system("g2", name)
     atoms.calc = model.as_calculator()
     BFGS(atoms, logfile=None).run(fmax=0.05, steps=300)
-    internal_dof = 3 * len(atoms) - 6
-
-    def internal_temperature() -> float:
-        return 2 * atoms.get_kinetic_energy() / (internal_dof * units.kB)
-
-    thermalize_momenta(atoms, temperature_K=2 * temperature, rng=np.random.default_rng(seed))
-    Stationary(atoms)
-    ZeroRotation(atoms)
-    atoms.set_momenta(atoms.get_momenta() * np.sqrt(2 * temperature / internal_temperature()))
+    thermalize_internal(atoms, temperature, seed)
     timestep_fs = 0.5
     dyn = VelocityVerlet(atoms, timestep=timestep_fs * units.fs)
     times, energies, temps = [], [], []
@@ -64,7 +70,7 @@ def nve_drift(model, name: str, picoseconds: float, temperature: float, seed: in
         dyn.run(20)
         times.append(dyn.get_time() / (1000 * units.fs))
         energies.append(atoms.get_total_energy())
-        temps.append(internal_temperature())
+        temps.append(internal_temperature(atoms))
     per_atom = (np.array(energies) - energies[0]) / len(atoms)
     return {"nve_molecule": name, "nve_ps": picoseconds, "nve_timestep_fs": timestep_fs,
             "nve_target_temperature_K": temperature, "nve_mean_temperature_K": float(np.mean(temps)),

@@ -33,9 +33,9 @@ from ase import units
 from ase.calculators.singlepoint import SinglePointCalculator
 from ase.io import read, write
 from ase.md.langevin import Langevin
-from ase.md.velocitydistribution import Stationary, ZeroRotation, thermalize_momenta
 from ase.md.verlet import VelocityVerlet
 from ase.optimize import BFGS
+from eval_escaip_g2 import thermalize_internal
 from eval_escaip_xtb import system_metrics
 from tqdm.auto import tqdm
 
@@ -66,12 +66,7 @@ def start(folder: Path, smiles: str):
     atoms = embed(smiles)
     atoms.calc = xtb_calculator()
     BFGS(atoms, logfile=None).run(fmax=0.01, steps=500)
-    internal_dof = 3 * len(atoms) - 6
-    thermalize_momenta(atoms, temperature_K=2 * TEMPERATURE, rng=np.random.default_rng(0))
-    Stationary(atoms)
-    ZeroRotation(atoms)
-    temperature = 2 * atoms.get_kinetic_energy() / (internal_dof * units.kB)
-    atoms.set_momenta(atoms.get_momenta() * np.sqrt(2 * TEMPERATURE / temperature))
+    thermalize_internal(atoms, TEMPERATURE, seed=0)
     atoms.calc = None
     folder.mkdir(parents=True, exist_ok=True)
     write(path, atoms)
