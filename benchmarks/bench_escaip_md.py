@@ -218,8 +218,10 @@ def md_steps_per_s(calcs: dict, atoms, seconds: float, blocks: int, call_ms: dic
     return {name: statistics.median(r) for name, r in rates.items()}
 
 
-def batched(calc, repeats: int) -> None:
-    """64 molecules of 15-35 atoms: one calculate_many against a loop of single calls, interleaved."""
+def batched(calc, repeats: int, compiled=None) -> None:
+    """64 molecules of 15-35 atoms: one calculate_many against a loop of single calls, interleaved; with a
+    ``compiled`` calculator, also its calculate_many of the same molecules again (one compiled shape for the batch,
+    as in batched MD; its first two calls measure the slots and compile)."""
     import numpy as np
 
     images = [embed(smiles, seed) for smiles in BATCH_SMILES for seed in range(8)]
@@ -234,8 +236,13 @@ def batched(calc, repeats: int) -> None:
             out.append(dict(calc.results))
         return out
 
-    loop_s, many_s = [], []
+    loop_s, many_s, compiled_s = [], [], []
     one, many = loop(), calc.calculate_many(images)  # warm-up, and the comparison
+    if compiled is not None:
+        start = time.perf_counter()
+        compiled.calculate_many(images)
+        many_c = compiled.calculate_many(images)
+        warm_up = time.perf_counter() - start
     for _ in range(repeats):
         start = time.perf_counter()
         loop()
@@ -243,6 +250,10 @@ def batched(calc, repeats: int) -> None:
         start = time.perf_counter()
         calc.calculate_many(images)
         many_s.append(time.perf_counter() - start)
+        if compiled is not None:
+            start = time.perf_counter()
+            compiled.calculate_many(images)
+            compiled_s.append(time.perf_counter() - start)
     d_energy = max(abs(a["energy"] - b["energy"]) for a, b in zip(one, many))
     d_forces = max(np.abs(a["forces"] - b["forces"]).max() for a, b in zip(one, many))
     loop_ms, many_ms = 1e3 * statistics.median(loop_s), 1e3 * statistics.median(many_s)
@@ -252,6 +263,14 @@ def batched(calc, repeats: int) -> None:
     print(f"  calc.calculate_many:    {many_ms:8.1f} ms ({many_ms / len(images):.2f} ms per molecule)")
     print(f"  throughput x{loop_ms / many_ms:.2f}; largest difference: energy {d_energy:.2e} eV, "
           f"forces {d_forces:.2e} eV/Å")
+    if compiled is not None:
+        compiled_ms = 1e3 * statistics.median(compiled_s)
+        d_energy = max(abs(a["energy"] - b["energy"]) for a, b in zip(one, many_c))
+        d_forces = max(np.abs(a["forces"] - b["forces"]).max() for a, b in zip(one, many_c))
+        print(f"  compiled calculate_many: {compiled_ms:7.1f} ms ({compiled_ms / len(images):.2f} ms per molecule; "
+              f"{warm_up:.0f} s to measure and compile)")
+        print(f"  throughput x{loop_ms / compiled_ms:.2f}; largest difference: energy {d_energy:.2e} eV, "
+              f"forces {d_forces:.2e} eV/Å")
 
 
 def torchsim_nve(model_name: str, n_molecules: int, steps: int) -> None:
@@ -451,7 +470,7 @@ def main() -> None:
               + " ".join(f"{rate[z] / rate[p]:>9.2f}" for z, p in ratios)
               + (f" | {first['zooc']:9.0f}" if "zooc" in calcs else ""), flush=True)
     if not args.skip_batched:
-        batched(calcs["zoo"], max(3, args.repeats // 5))
+        batched(calcs["zoo"], max(3, args.repeats // 5), calcs.get("zooc"))
 
 
 if __name__ == "__main__":

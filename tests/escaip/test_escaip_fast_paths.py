@@ -57,12 +57,57 @@ def test_skin_reuses_the_candidates_with_a_fresh_search_s_results(official_repos
         monkeypatch.undo()
 
 
+@pytest.mark.parametrize("variant", ["direct", "gradient"])
+def test_radial_tables_follow_the_network(official_repos, variant, monkeypatch):
+    """The compiled path's cubic tables of each layer's function of the distance: values and slopes as the layers
+    give them, forces and energies through the whole model as the network's (float64, eager, so no compile);
+    rebuilt when the weights change, and not built where they would be too large."""
+    module = zoo.load(official_repos[variant], dtype="float64")
+    model = module.model
+    model.compile_inference()
+    tables = model._radial_tables()
+    assert model._radial_tables() is tables  # cached while the weights stay the same
+    d = torch.linspace(0, model.cfg.max_radius, 3001, dtype=torch.float64)[:-1].requires_grad_(True)
+    for layer, table in zip(model.backbone.edge_embeddings(), tables):
+        exact = layer.distance_share(escaip_model.distance_expansion(d, model.cfg))
+        approx = escaip_model.radial_lookup(table, d, layer.radial_step)
+        torch.testing.assert_close(approx, exact, rtol=0, atol=1e-9 * exact.abs().max().item())
+        slope, exact_slope = (torch.autograd.grad(y.sum(), d)[0] for y in (approx, exact))
+        torch.testing.assert_close(slope, exact_slope, rtol=0, atol=1e-6 * exact_slope.abs().max().item())
+
+    cu = bulk("Cu", "fcc", a=3.61, cubic=True).repeat((2, 2, 1))
+    cu.rattle(0.05, seed=0)
+    batch = atoms_to_batch([molecule("CH3CH2OH"), cu])
+    args = (batch["pos"], batch["cell"], batch["atomic_numbers"],
+            escaip_model.candidate_table(batch["pos"], batch["cell"], batch["pbc"], batch["natoms"], model.cfg.graph),
+            2)
+    if model.gradient:
+        def forces(radial):
+            pos = args[0].clone().requires_grad_(True)
+            energy, _ = model._strained_energy(pos, None, *args[1:], radial=radial)
+            return energy, -torch.autograd.grad(energy, pos)[0]
+    else:
+        def forces(radial):
+            out = model._outputs(*args, radial=radial)
+            return out["energy"].sum(), out["forces"]
+    (energy, force), (energy_t, force_t) = forces(None), forces(tables)
+    torch.testing.assert_close(energy_t, energy, rtol=0, atol=1e-8)
+    torch.testing.assert_close(force_t, force, rtol=0, atol=1e-7)
+
+    with torch.no_grad():
+        model.backbone.edge_embeddings()[1].edge_distance_embedding[0].weight.mul_(1.5)
+    rebuilt = model._radial_tables()
+    assert rebuilt is not tables and torch.equal(rebuilt[0], tables[0]) and not torch.equal(rebuilt[1], tables[1])
+    monkeypatch.setattr(escaip_model, "RADIAL_TABLES_MAX_BYTES", 1024)
+    assert model._radial_tables() is None
+
+
 @pytest.mark.slow
 def test_compiled_inference_equals_eager(official_repos):
-    """torch.compile with every row padded to the slots the system needs: the forces of the eager path (fp32,
-    1e-5 eV/Å) over a few MD-like steps of a molecule and a periodic slab. A system's first step runs eagerly
-    (it measures the slots), the later ones through one compiled graph: no graph break splits it (a break inside
-    torch.func.grad runs the whole pass eagerly, several times slower)."""
+    """torch.compile with every row padded to the slots the system needs, and radial tables: the forces of the
+    eager path (fp32, 1e-5 eV/Å) over a few MD-like steps of a molecule and a periodic slab. A system's first step
+    runs eagerly (it measures the slots), the later ones through one compiled graph: no graph break splits it (a
+    break inside torch.func.grad runs the whole pass eagerly, several times slower)."""
     from torch._dynamo.utils import counters
 
     counters.clear()
@@ -72,7 +117,7 @@ def test_compiled_inference_equals_eager(official_repos):
     model = compiled_model.model
     calls = []
     graph = model._compiled
-    model._compiled = lambda *args: calls.append(args[-1]) or graph(*args)
+    model._compiled = lambda *args: calls.append(args[6]) or graph(*args)  # (..., slots, radial tables)
     slab = bulk("Cu", "fcc", a=3.61, cubic=True).repeat((2, 2, 1))
     slab.rattle(0.05, seed=0)
     rng = np.random.default_rng(0)

@@ -11,6 +11,7 @@ cosines between slot directions; unlike the official code, this runs in float64 
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 from collections.abc import Iterator
@@ -198,10 +199,12 @@ class Geometry:
     graph: NeighborGraph
     atomic_numbers: Tensor  # (N,)
     unit: Tensor  # (N, K, 3) centre -> neighbour unit vectors, 0 for the self-loop and padding
-    rbf: Tensor  # (N, K, n_rbf) distance expansion
+    dist: Tensor  # (N, K) slot distances, 0 for the self-loop and padding
+    rbf: Tensor | None  # (N, K, n_rbf) distance expansion; None where radial tables replace it
     boo: Tensor  # (N, Lb+1) bond-orientational order of each atom
     legendre: list[Tensor] | None  # per l, (N, 1, K, K) P_l(u_a . u_b), 0 for l>0 where a direction is zero
     attn_bias: Tensor  # (N, 1, 1, K) additive key bias from the envelope
+    radial: list[Tensor] | None = None  # per edge embedding (input layer, then blocks), its ``radial_table``
 
 
 def legendre_terms(cos: Tensor, nonzero: Tensor, lmax: int) -> Iterator[Tensor]:
@@ -235,7 +238,8 @@ def distance_expansion(dist: Tensor, cfg: EScAIPConfig) -> Tensor:
     return torch.sigmoid((2.0 / delta) * x)
 
 
-def geometry(graph: NeighborGraph, atomic_numbers: Tensor, cfg: EScAIPConfig) -> Geometry:
+def geometry(graph: NeighborGraph, atomic_numbers: Tensor, cfg: EScAIPConfig,
+             radial: list[Tensor] | None = None) -> Geometry:
     dist = safe_norm(graph.disp)  # (N, K)
     nonzero_dir = dist > 0
     unit = graph.disp / torch.where(nonzero_dir, dist, torch.ones_like(dist))[..., None]
@@ -252,7 +256,33 @@ def geometry(graph: NeighborGraph, atomic_numbers: Tensor, cfg: EScAIPConfig) ->
     if cfg.use_frequency_embedding:
         terms = legendre_terms(cos, nonzero, len(cfg.freequency_list) - 1)
         legendre = [p[:, None] for p in (torch.ones_like(cos), *terms)]
-    return Geometry(graph, atomic_numbers, unit, distance_expansion(dist, cfg), boo, legendre, bias[:, None, None, :])
+    rbf = distance_expansion(dist, cfg) if radial is None else None
+    return Geometry(graph, atomic_numbers, unit, dist, rbf, boo, legendre, bias[:, None, None, :], radial)
+
+
+# ============================================================================= radial tables (compiled inference)
+# cubic pieces per width of a basis function: escaip-qm9-xtb's tables (pieces of 2.5 mÅ) follow the network within
+# 6e-10 (values) and 2e-7 (slopes), relative; its forces move by less than float32 rounding does
+RADIAL_PIECES_PER_WIDTH = 64
+RADIAL_TABLES_MAX_BYTES = 64 << 20  # larger tables (narrow bases: the authors' 600 functions over 6 Å) are not built
+
+
+def radial_step(cfg: EScAIPConfig) -> float:
+    """Å per piece of a ``radial_table``: the basis width (``distance_expansion``) over ``RADIAL_PIECES_PER_WIDTH``."""
+    delta = cfg.max_radius / (cfg.edge_distance_expansion_size - 1)
+    width = 2.0 * delta if cfg.distance_function == "gaussian" else delta / 2
+    return width / RADIAL_PIECES_PER_WIDTH
+
+
+def radial_lookup(table: Tensor, dist: Tensor, step: float) -> Tensor:
+    """(..., H) values at ``dist`` (...) of the piecewise cubic ``table`` (n, 4, H) (``EdgeEmbedding.radial_table``)
+    with pieces of ``step``; differentiable in ``dist``. Distances past the table (only padded slots' are) use its
+    last piece."""
+    x = dist / step
+    piece = x.detach().floor().clamp(0, len(table) - 1)
+    t = (x - piece)[..., None]
+    c = table[piece.long()]  # (..., 4, H)
+    return c[..., 0, :] + t * (c[..., 1, :] + t * (c[..., 2, :] + t * c[..., 3, :]))
 
 
 # ============================================================================= backbone blocks
@@ -274,7 +304,8 @@ class EdgeRows:
     index: Tensor  # (R, K)
     mask: Tensor  # (R, K)
     unit: Tensor  # (R, K, 3)
-    rbf: Tensor  # (R, K, n_rbf)
+    dist: Tensor  # (R, K)
+    rbf: Tensor | None  # (R, K, n_rbf)
     attn_bias: Tensor  # (R, 1, 1, K)
     legendre: list[Tensor] | None  # per l, (R, 1, K, K)
 
@@ -283,7 +314,8 @@ def edge_rows(geo: Geometry, chunks: list[slice]) -> list[EdgeRows]:
     """``geo``'s per-slot fields split into the chunks: one split per field (its backward is one cat), where
     indexing rows would write a zero tensor of the whole field per chunk in the backward."""
     sizes = [rows.stop - rows.start for rows in chunks]
-    per_field = [t.split(sizes) for t in (geo.graph.index, geo.graph.mask, geo.unit, geo.rbf, geo.attn_bias)]
+    per_field = [t.split(sizes) if t is not None else [None] * len(sizes)
+                 for t in (geo.graph.index, geo.graph.mask, geo.unit, geo.dist, geo.rbf, geo.attn_bias)]
     legendre = [p.split(sizes) for p in geo.legendre] if geo.legendre is not None else None
     return [EdgeRows(sizes, *(f[i] for f in per_field), [p[i] for p in legendre] if legendre else None)
             for i in range(len(chunks))]
@@ -303,6 +335,7 @@ class EdgeEmbedding(nn.Module):
         self.edge_distance_embedding = lin(cfg.edge_distance_expansion_size, R, act)
         self.edge_attr_linear = lin(R + 2 * D + 2 * A, H, act)
         self.edge_attr_norm = make_norm(cfg.normalization, H)
+        self.radial_step = radial_step(cfg)
 
     def atom_terms(self, geo: Geometry) -> tuple[Tensor, Tensor]:
         """edge_attr_linear split by its input columns: the source and target columns hold per-atom values, so
@@ -318,11 +351,44 @@ class EdgeEmbedding(nn.Module):
                        w_tgt, linear.bias)
         return src, tgt
 
-    def embed_edges(self, edges: EdgeRows, src: Tensor, tgt: Tensor) -> Tensor:
-        """(R, K, H) edge inputs of a chunk: ``src`` is the source share of every atom (N, H), ``tgt`` the target
-        share of the chunk's centre atoms (R, H) (``atom_terms``)."""
+    def distance_share(self, rbf: Tensor) -> Tensor:
+        """edge_attr_linear's share of the distance columns: (..., n_rbf) -> (..., H), a function of the distance
+        alone (what ``radial_table`` tabulates)."""
         w_dist = self.edge_attr_linear[0].weight[:, :self.edge_distance_embedding[0].out_features]
-        pre = F.linear(self.edge_distance_embedding(edges.rbf), w_dist) + src[edges.index] + tgt[:, None]
+        return F.linear(self.edge_distance_embedding(rbf), w_dist)
+
+    def radial_parameters(self) -> list[Tensor]:
+        """The weights ``distance_share`` reads."""
+        return [*self.edge_distance_embedding.parameters(), self.edge_attr_linear[0].weight]
+
+    @torch.no_grad()
+    def radial_table(self, cfg: EScAIPConfig) -> Tensor:
+        """``distance_share`` as cubic Hermite pieces of ``radial_step`` on [0, max_radius]: (n, 4, H) coefficients
+        of t^0..t^3 (t in [0, 1) along a piece), from values and derivatives at the nodes in float64. A lookup and
+        a cubic then replace, per slot, the distance expansion and two products with their activation; forces
+        follow the network's within float32 rounding (``test_compiled_inference_equals_eager``)."""
+        step = self.radial_step
+        n = math.ceil(cfg.max_radius / step)
+        exact = copy.deepcopy(self).double()
+        nodes = torch.arange(n + 1, dtype=torch.float64, device=self.radial_parameters()[0].device) * step
+
+        def share(d: Tensor) -> Tensor:
+            return exact.distance_share(distance_expansion(d, cfg))
+
+        value, slope = torch.func.jvp(share, (nodes,), (torch.ones_like(nodes),))  # (n + 1, H) each
+        y0, y1, m0, m1 = value[:-1], value[1:], slope[:-1] * step, slope[1:] * step
+        table = torch.stack([y0, m0, 3 * (y1 - y0) - 2 * m0 - m1, 2 * (y0 - y1) + m0 + m1], 1)
+        return table.to(self.edge_attr_linear[0].weight.dtype)
+
+    def embed_edges(self, edges: EdgeRows, src: Tensor, tgt: Tensor, radial: Tensor | None = None) -> Tensor:
+        """(R, K, H) edge inputs of a chunk: ``src`` is the source share of every atom (N, H), ``tgt`` the target
+        share of the chunk's centre atoms (R, H) (``atom_terms``); ``radial`` this layer's ``radial_table``, if
+        any, gives the distance share."""
+        if radial is None:
+            dist_share = self.distance_share(edges.rbf)
+        else:
+            dist_share = radial_lookup(radial, edges.dist, self.radial_step)
+        pre = dist_share + src[edges.index] + tgt[:, None]
         return self.edge_attr_norm(self.edge_attr_linear[1](pre))
 
 
@@ -331,8 +397,8 @@ class InputLayer(EdgeEmbedding):
         super().__init__(cfg)
         self.edge_ffn = mlp(cfg.hidden_size, 1, cfg.activation)
 
-    def forward(self, edges: EdgeRows, src: Tensor, tgt: Tensor) -> Tensor:
-        edge = self.embed_edges(edges, src, tgt)
+    def forward(self, edges: EdgeRows, src: Tensor, tgt: Tensor, radial: Tensor | None = None) -> Tensor:
+        edge = self.embed_edges(edges, src, tgt, radial)
         return edge + self.edge_ffn(edge)
 
 
@@ -346,7 +412,9 @@ class InputBlock(nn.Module):
     def forward(self, geo: Geometry, chunks: list[EdgeRows]) -> tuple[Tensor, list[Tensor]]:
         """node (N, H) and the edge stream as one (R, K, H) tensor per chunk."""
         src, tgt = self.input_layer.atom_terms(geo)
-        edges = [self.input_layer(rows, src, tgt_rows) for rows, tgt_rows in zip(chunks, tgt.split(chunks[0].sizes))]
+        radial = geo.radial[0] if geo.radial is not None else None
+        edges = [self.input_layer(rows, src, tgt_rows, radial)
+                 for rows, tgt_rows in zip(chunks, tgt.split(chunks[0].sizes))]
         node = self.norm_node(torch.cat([edge[:, 0] for edge in edges]))  # node = the self-loop slot
         return node, [self.norm_edge(edge) for edge in edges]
 
@@ -385,12 +453,13 @@ class GraphAttention(EdgeEmbedding):
         return [(src, tgt_rows, node_nbr, centre_rows)
                 for tgt_rows, centre_rows in zip(tgt.split(sizes), node_centre.split(sizes))]
 
-    def forward(self, edge: Tensor, edges: EdgeRows, terms: tuple[Tensor, ...], all_queries: bool = True) -> Tensor:
+    def forward(self, edge: Tensor, edges: EdgeRows, terms: tuple[Tensor, ...], all_queries: bool = True,
+                radial: Tensor | None = None) -> Tensor:
         """(R, K, H) attention output of every slot of a chunk's centre atoms, or (R, 1, H) of the self-loop only
         (``all_queries=False``); ``edge`` is their (normalised) edge stream, ``terms`` from ``chunk_terms``."""
         R, _, H = edge.shape
         src, tgt, node_nbr, node_centre = terms
-        ea = self.embed_edges(edges, src, tgt)  # (R, K, H)
+        ea = self.embed_edges(edges, src, tgt, radial)  # (R, K, H)
         nh = self.node_hidden_linear[1](node_nbr[edges.index] + node_centre[:, None])
         eh = self.edge_hidden_linear(edge)
         msg = self.message_norm(self.message_linear(torch.cat([ea, eh, nh], -1)))  # (R, K, H)
@@ -439,15 +508,15 @@ class TransformerBlock(nn.Module):
         self.norm_ffn_node = make_norm(cfg.normalization, H)
         self.norm_ffn_edge = make_norm(cfg.normalization, H) if edge_ffn else None
 
-    def forward(self, node: Tensor, edges: list[Tensor], geo: Geometry,
-                chunks: list[EdgeRows]) -> tuple[Tensor, list[Tensor] | None]:
+    def forward(self, node: Tensor, edges: list[Tensor], geo: Geometry, chunks: list[EdgeRows],
+                radial: Tensor | None = None) -> tuple[Tensor, list[Tensor] | None]:
         """The new (node, edge chunks); no edges after a last block without edge FFN (nothing reads them)."""
         edge_out = self.feedforward.mlp_edge is not None
         terms = self.graph_attention.chunk_terms(geo, self.norm_attn_node(node), chunks)
         self_rows, new_edges = [], []
         for rows, chunk_terms, edge in zip(chunks, terms, edges):
             # without an edge FFN nothing reads the new edges: only the self-loop's attention row is needed
-            attn = self.graph_attention(self.norm_attn_edge(edge), rows, chunk_terms, all_queries=edge_out)
+            attn = self.graph_attention(self.norm_attn_edge(edge), rows, chunk_terms, edge_out, radial)
             self_rows.append(attn[:, 0])
             if edge_out:
                 edge = edge + attn
@@ -502,12 +571,16 @@ class EScAIPBackbone(nn.Module):
         self.readout_layers = nn.ModuleList([ReadoutLayer(cfg) for _ in range(cfg.num_layers + 1)])
         self.output_projection = OutputProjection(cfg)
 
+    def edge_embeddings(self) -> list[EdgeEmbedding]:
+        """The layers whose ``radial_table`` ``Geometry.radial`` holds, in its order."""
+        return [self.input_block.input_layer, *(block.graph_attention for block in self.transformer_blocks)]
+
     def forward(self, geo: Geometry, chunks: list[EdgeRows]) -> tuple[Tensor, list[Tensor] | None]:
         """node (N, H) and, for direct forces, the edge stream as (R, K, H) per chunk of centre atoms."""
         node, edge = self.input_block(geo, chunks)
         readouts = [self.readout_layers[0](node, edge)]
         for i, block in enumerate(self.transformer_blocks):
-            node, edge = block(node, edge, geo, chunks)
+            node, edge = block(node, edge, geo, chunks, geo.radial[i + 1] if geo.radial is not None else None)
             readouts.append(self.readout_layers[i + 1](node, edge))
         return self.output_projection([r[0] for r in readouts], [r[1] for r in readouts])
 
@@ -622,10 +695,25 @@ class EScAIP(nn.Module):
         Per call, a 21-atom molecule's ~170 kernels are launched from C++ (``cpp_wrapper``: 1.4 ms less than
         inductor's Python wrapper) and dynamo checks no guard on module attributes (0.5 ms less): this model's
         modules never change after loading, and a new dtype or device still recompiles through the guards on
-        ``pos``."""
+        ``pos``. Each layer's function of the distance comes from its ``radial_table`` (rebuilt when weights change).
+        """
         self._compiled = torch.compile(self._one_pass, dynamic=False, options={
             "cpp_wrapper": True, "guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe})
         self._compiled_slots: dict[tuple[int, int], int] = {}  # (atoms, table width) -> slots of the compiled graph
+        self._radial: tuple[list, list[Tensor]] = ([], [])  # (the weights they were built from, radial tables)
+
+    def _radial_tables(self) -> list[Tensor] | None:
+        """Every edge embedding's ``radial_table`` for the current weights (new values, dtype or device rebuild),
+        or None where they would hold more than ``RADIAL_TABLES_MAX_BYTES``."""
+        layers = self.backbone.edge_embeddings()
+        pieces = math.ceil(self.cfg.max_radius / layers[0].radial_step)
+        dtype = layers[0].edge_attr_linear[0].weight.dtype
+        if len(layers) * pieces * 4 * self.cfg.hidden_size * dtype.itemsize > RADIAL_TABLES_MAX_BYTES:
+            return None
+        key = [(p.data_ptr(), p._version, p.dtype) for layer in layers for p in layer.radial_parameters()]
+        if key != self._radial[0]:
+            self._radial = (key, [layer.radial_table(self.cfg) for layer in layers])
+        return self._radial[1]
 
     def _compiled_inference(self, pos: Tensor, strain: Tensor | None, cell: Tensor, atomic_numbers: Tensor,
                             table: CandidateTable, n_sys: int) -> tuple[dict[str, Tensor], tuple[Tensor, ...]]:
@@ -633,7 +721,7 @@ class EScAIP(nn.Module):
         system = (len(pos), table.width)
         slots = self._compiled_slots.get(system)
         if slots is not None:
-            out, grads = self._compiled(pos, strain, cell, atomic_numbers, table, n_sys, slots)
+            out, grads = self._compiled(pos, strain, cell, atomic_numbers, table, n_sys, slots, self._radial_tables())
             if int(out["n_kept"].max()) <= slots:
                 return out, grads
         out, grads = self._eager(pos, strain, cell, atomic_numbers, table, n_sys)
@@ -642,13 +730,14 @@ class EScAIP(nn.Module):
         return out, grads
 
     def _one_pass(self, pos: Tensor, strain: Tensor | None, cell: Tensor, atomic_numbers: Tensor,
-                  table: CandidateTable, n_sys: int, slots: int) -> tuple[dict[str, Tensor], tuple[Tensor, ...]]:
+                  table: CandidateTable, n_sys: int, slots: int,
+                  radial: list[Tensor] | None) -> tuple[dict[str, Tensor], tuple[Tensor, ...]]:
         """``_eager`` for inference as one function of the inputs (``torch.func``), for ``torch.compile``."""
         if not self.gradient:
-            return self._outputs(pos, cell, atomic_numbers, table, n_sys, slots), ()
+            return self._outputs(pos, cell, atomic_numbers, table, n_sys, slots, radial), ()
         argnums = (0,) if strain is None else (0, 1)
         grads, (_, out) = torch.func.grad_and_value(self._strained_energy, argnums, has_aux=True)(
-            pos, strain, cell, atomic_numbers, table, n_sys, slots)
+            pos, strain, cell, atomic_numbers, table, n_sys, slots, radial)
         return out, grads
 
     def _eager(self, pos: Tensor, strain: Tensor | None, cell: Tensor, atomic_numbers: Tensor, table: CandidateTable,
@@ -665,25 +754,26 @@ class EScAIP(nn.Module):
             return out, torch.autograd.grad(energy, inputs, create_graph=create_graph)
 
     def _strained_energy(self, pos: Tensor, strain: Tensor | None, cell: Tensor, atomic_numbers: Tensor,
-                         table: CandidateTable, n_sys: int, slots: int | None = None) -> tuple[Tensor, dict]:
+                         table: CandidateTable, n_sys: int, slots: int | None = None,
+                         radial: list[Tensor] | None = None) -> tuple[Tensor, dict]:
         """(total energy, ``_outputs``) with positions and cell strained by the symmetric part of ``strain`` (G, 3, 3):
         a per-system displacement gradient at zero, whose gradient gives the stress."""
         if strain is not None:
             sym = 0.5 * (strain + strain.transpose(1, 2))
             pos = pos + torch.einsum("na,nab->nb", pos, sym[table.batch])
             cell = cell + cell @ sym
-        out = self._outputs(pos, cell, atomic_numbers, table, n_sys, slots)
+        out = self._outputs(pos, cell, atomic_numbers, table, n_sys, slots, radial)
         return out["energy"].sum(), out
 
     def _outputs(self, pos: Tensor, cell: Tensor, atomic_numbers: Tensor, table: CandidateTable, n_sys: int,
-                 slots: int | None = None) -> dict[str, Tensor]:
+                 slots: int | None = None, radial: list[Tensor] | None = None) -> dict[str, Tensor]:
         """Raw energy (G,), direct forces (N, 3) if any, and ``n_kept`` (N,), the neighbours each atom keeps.
         ``slots=None`` cuts the slots to those used (a host sync); an int keeps that many (static shapes). The
         caller checks ``n_kept`` (``check_slots``), outside any compiled region."""
         graph, n_kept = ranked_graph(pos, cell, table, self.cfg.graph, slots)
         if slots is None:
             graph = graph.without_unused_slots()
-        geo = geometry(graph, atomic_numbers, self.cfg)
+        geo = geometry(graph, atomic_numbers, self.cfg, radial)
         chunks = edge_rows(geo, row_chunks(len(pos), graph.mask.shape[1], self.cfg.hidden_size))
         node, edges = self.backbone(geo, chunks)
         out = {"energy": self._head("gradient" if self.gradient else "energy").energy(node, table.batch, n_sys),
