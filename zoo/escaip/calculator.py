@@ -20,7 +20,8 @@ class EScAIPCalculator(Calculator):
     Successive calls on one structure (MD, relaxations) reuse its neighbour candidates, as ASE's ``NeighborList``
     does: found once within the search radius plus ``skin`` (Å), they serve until an atom has moved more than
     half the skin, with the same graph as a fresh search. ``compile=True`` runs the model through
-    ``torch.compile`` (``EScAIP.compile_inference``): minutes of compiling per atom count, for long MD runs.
+    ``torch.compile`` (``EScAIP.compile_inference``): about a minute of compiling per atom count (seconds from
+    inductor's on-disk cache in a later process), for long MD runs.
     """
 
     def __init__(self, module, device: str | torch.device | None = None, *, skin: float = 0.5,

@@ -359,7 +359,8 @@ class EdgeEmbedding(nn.Module):
 
     def radial_parameters(self) -> list[Tensor]:
         """The weights ``distance_share`` reads."""
-        return [*self.edge_distance_embedding.parameters(), self.edge_attr_linear[0].weight]
+        first = self.edge_distance_embedding[0]
+        return [first.weight, first.bias, self.edge_attr_linear[0].weight]
 
     @torch.no_grad()
     def radial_table(self, cfg: EScAIPConfig) -> Tensor:
@@ -690,7 +691,7 @@ class EScAIP(nn.Module):
         model's backward traced by ``torch.func.grad`` into its forward's graph. A system's first call runs eagerly
         and measures the slots its atoms keep; later calls pad rows to that plus ``SLOT_MARGIN`` (a multiple of 4, at
         most ``knn_pad_size``), and a call where an atom keeps more runs eagerly and widens them. Each shape compiles
-        once (minutes; seconds from inductor's on-disk cache in a later process): for MD of one system.
+        once (about a minute; seconds from inductor's on-disk cache in a later process): for MD of one system.
 
         Per call, a 21-atom molecule's ~170 kernels are launched from C++ (``cpp_wrapper``: 1.4 ms less than
         inductor's Python wrapper) and dynamo checks no guard on module attributes (0.5 ms less): this model's
