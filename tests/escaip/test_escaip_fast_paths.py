@@ -102,6 +102,27 @@ def test_radial_tables_follow_the_network(official_repos, variant, monkeypatch):
     assert model._radial_tables() is None
 
 
+def test_compiled_path_belongs_to_the_calculator_that_asked(official_repos, monkeypatch):
+    """``as_calculator(compile=True)`` compiles that calculator's calls (single and many), not every later call
+    on the same model: a plain calculator, ``predict`` and ``predict_many`` beside it stay eager."""
+    module = zoo.load(official_repos["gradient"])
+    model = module.model
+    compiled_atoms = []
+    monkeypatch.setattr(model, "_compiled_inference",  # records, then gives the eager results (nothing compiles)
+                        lambda *args: compiled_atoms.append(len(args[0])) or model._eager(*args))
+    compiled, plain = module.as_calculator(compile=True), module.as_calculator()
+    ethanol, water = molecule("CH3CH2OH"), molecule("H2O")
+    ethanol.calc = compiled
+    ethanol.get_forces()
+    water.calc = plain
+    water.get_forces()
+    module.predict(atoms_to_batch([water]))
+    plain.calculate_many([water, ethanol])
+    assert compiled_atoms == [9]
+    compiled.calculate_many([water, ethanol])
+    assert compiled_atoms == [9, 12]
+
+
 @pytest.mark.slow
 def test_compiled_inference_equals_eager(official_repos):
     """torch.compile with every row padded to the slots the system needs, and radial tables: the forces of the
@@ -115,6 +136,7 @@ def test_compiled_inference_equals_eager(official_repos):
     compiled_model = zoo.load(official_repos["gradient"])
     compiled = compiled_model.as_calculator(compile=True)
     model = compiled_model.model
+    model.compile_inference()
     calls = []
     graph = model._compiled
     model._compiled = lambda *args: calls.append(args[6]) or graph(*args)  # (..., slots, radial tables)

@@ -19,9 +19,10 @@ class EScAIPCalculator(Calculator):
 
     Successive calls on one structure (MD, relaxations) reuse its neighbour candidates, as ASE's ``NeighborList``
     does: found once within the search radius plus ``skin`` (Å), they serve until an atom has moved more than
-    half the skin, with the same graph as a fresh search. ``compile=True`` runs the model through
-    ``torch.compile`` (``EScAIP.compile_inference``): about a minute of compiling per atom count (seconds from
-    inductor's on-disk cache in a later process), for long MD runs.
+    half the skin, with the same graph as a fresh search. ``compile=True`` runs this calculator's calls through
+    ``torch.compile`` (``EScAIP.compile_inference``; other calculators of the same model stay eager): about a
+    minute of compiling per atom count (seconds from inductor's on-disk cache in a later process), for long MD
+    runs.
     """
 
     def __init__(self, module, device: str | torch.device | None = None, *, skin: float = 0.5,
@@ -39,15 +40,14 @@ class EScAIPCalculator(Calculator):
             props.append("stress")
         self.implemented_properties = props
         self.compiled = compile
-        if compile:
-            module.model.compile_inference()
 
     def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
         super().calculate(atoms, properties, system_changes)
         want_stress = self._check_stress(properties, [self.atoms])
         batch = atoms_to_batch([self.atoms], self.device)
         self.module.check_inputs(batch)
-        out = self.module._predict_valid(batch, stress=want_stress, table=self._candidates(batch))
+        out = self.module._predict_valid(batch, stress=want_stress, table=self._candidates(batch),
+                                         compiled=self.compiled)
         self.results = self._ase_results({key: value if key == "forces" else value[0] for key, value in out.items()},
                                          want_stress)
 
@@ -74,7 +74,7 @@ class EScAIPCalculator(Calculator):
         (``EScAIPModule.predict_many``), each equal to a ``calculate`` of it alone up to float rounding; the
         structures and this calculator's own results are left as they are."""
         want_stress = self._check_stress(properties, images)
-        outs = self.module.predict_many(images, stress=want_stress, max_atoms=max_atoms)
+        outs = self.module.predict_many(images, stress=want_stress, max_atoms=max_atoms, compiled=self.compiled)
         return [self._ase_results(out, want_stress) for out in outs]
 
     def _check_stress(self, properties, images) -> bool:

@@ -687,8 +687,9 @@ class EScAIP(nn.Module):
         return next(self.output_heads[n] for n, k in self.head_kinds.items() if k == kind)
 
     def compile_inference(self) -> None:
-        """Run inference (not training) through ``torch.compile`` with static shapes: fused C++ kernels, a gradient
-        model's backward traced by ``torch.func.grad`` into its forward's graph. A system's first call runs eagerly
+        """Prepare the compiled inference path that ``forward(..., compiled=True)`` takes (once; later calls keep
+        what is compiled): ``torch.compile`` with static shapes, fused C++ kernels, a gradient model's backward
+        traced by ``torch.func.grad`` into its forward's graph. A system's first call runs eagerly
         and measures the slots its atoms keep; later calls pad rows to that plus ``SLOT_MARGIN`` (a multiple of 4, at
         most ``knn_pad_size``), and a call where an atom keeps more runs eagerly and widens them. Each shape compiles
         once (about a minute; seconds from inductor's on-disk cache in a later process): for MD of one system.
@@ -698,6 +699,8 @@ class EScAIP(nn.Module):
         modules never change after loading, and a new dtype or device still recompiles through the guards on
         ``pos``. Each layer's function of the distance comes from its ``radial_table`` (rebuilt when weights change).
         """
+        if hasattr(self, "_compiled"):
+            return
         self._compiled = torch.compile(self._one_pass, dynamic=False, options={
             "cpp_wrapper": True, "guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe})
         self._compiled_slots: dict[tuple[int, int], int] = {}  # (atoms, table width) -> slots of the compiled graph
@@ -794,8 +797,11 @@ class EScAIP(nn.Module):
         stress: bool | None = None,
         create_graph: bool = False,
         table: CandidateTable | None = None,
+        compiled: bool = False,
     ) -> dict[str, Tensor]:
-        """``table``: the candidate table of these positions (``graph.nearest_candidates``), if already known."""
+        """``table``: the candidate table of these positions (``graph.nearest_candidates``), if already known.
+        ``compiled``: inference through ``compile_inference``'s path (prepared on first use; training and
+        ``create_graph`` stay eager), for MD of one system; other calls on this model stay eager."""
         dtype = next(self.parameters()).dtype
         pos, cell = pos.to(dtype), cell.to(dtype)
         n_sys = len(natoms)
@@ -803,7 +809,8 @@ class EScAIP(nn.Module):
             table = candidate_table(pos, cell, pbc, natoms, self.cfg.graph)
         want_stress = self.gradient and (self.cfg.regress_stress if stress is None else stress)
         strain = torch.zeros(n_sys, 3, 3, dtype=dtype, device=pos.device) if want_stress else None
-        if hasattr(self, "_compiled") and len(pos) and not (self.training or create_graph):
+        if compiled and len(pos) and not (self.training or create_graph):
+            self.compile_inference()
             out, grads = self._compiled_inference(pos, strain, cell, atomic_numbers, table, n_sys)
         else:
             out, grads = self._eager(pos, strain, cell, atomic_numbers, table, n_sys, create_graph or self.training)

@@ -148,10 +148,12 @@ class EScAIPModule(ZooModule):
         return self._predict_valid(batch, stress=stress)
 
     def predict_many(self, images: Sequence, *, stress: bool | None = None,
-                     max_atoms: int = 4096) -> list[dict[str, Tensor]]:
+                     max_atoms: int = 4096, compiled: bool = False) -> list[dict[str, Tensor]]:
         """``predict`` of many ``ase.Atoms`` in few forward passes (each of at most ``max_atoms`` atoms, bounding
         memory; a larger structure goes alone): one dict per structure, energy () float64 in eV, forces (n, 3)
-        eV/Å, stress (3, 3) eV/Å^3, equal to a ``predict`` of that structure alone up to float rounding."""
+        eV/Å, stress (3, 3) eV/Å^3, equal to a ``predict`` of that structure alone up to float rounding.
+        ``compiled``: through ``EScAIP.compile_inference`` (one compile per batch shape: for the same ensemble
+        again and again)."""
         from zoo.escaip.data import atoms_to_sample, collate_atoms, pack_by_atoms
 
         device = next(self.parameters()).device
@@ -160,17 +162,19 @@ class EScAIPModule(ZooModule):
         results: list[dict[str, Tensor]] = []
         for group in pack_by_atoms(range(len(samples)), [len(s["pos"]) for s in samples], max_atoms):
             part = {key: value.to(device) for key, value in collate_atoms([samples[i] for i in group]).items()}
-            out = self._predict_valid(part, stress=stress)
+            out = self._predict_valid(part, stress=stress, compiled=compiled)
             if "forces" in out:  # per atom: one (n, 3) piece per structure
                 out["forces"] = out["forces"].split(part["natoms"].tolist())
             results += [{key: value[g] for key, value in out.items()} for g in range(len(group))]
         return results
 
-    def _predict_valid(self, batch: dict[str, Tensor], *, stress: bool | None, table=None) -> dict[str, Tensor]:
-        """``table``: the batch's neighbour candidates if known (``zoo.escaip.graph.nearest_candidates``)."""
+    def _predict_valid(self, batch: dict[str, Tensor], *, stress: bool | None, table=None,
+                       compiled: bool = False) -> dict[str, Tensor]:
+        """``table``: the batch's neighbour candidates if known (``zoo.escaip.graph.nearest_candidates``);
+        ``compiled``: see ``EScAIP.forward``."""
         with torch.no_grad():  # gradient models switch autograd back on inside for -dE/dx
             raw = self.model(batch["pos"], batch["atomic_numbers"], batch["cell"], batch["pbc"], batch["natoms"],
-                             stress=stress, table=table)
+                             stress=stress, table=table, compiled=compiled)
             return self._to_physical({k: v.detach() for k, v in raw.items()}, batch)
 
     def _to_physical(self, raw: dict[str, Tensor], batch: dict[str, Tensor]) -> dict[str, Tensor]:
