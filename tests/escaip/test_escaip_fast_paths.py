@@ -64,6 +64,7 @@ def test_radial_tables_follow_the_network(official_repos, variant, monkeypatch):
     rebuilt when the weights change, and not built where they would be too large."""
     module = zoo.load(official_repos[variant], dtype="float64")
     model = module.model
+    monkeypatch.setattr(escaip_model, "check_cpp_toolchain", lambda: None)  # nothing compiles: no g++ needed
     model.compile_inference()
     tables = model._radial_tables()
     assert model._radial_tables() is tables  # cached while the weights stay the same
@@ -107,6 +108,7 @@ def test_compiled_path_belongs_to_the_calculator_that_asked(official_repos, monk
     on the same model: a plain calculator, ``predict`` and ``predict_many`` beside it stay eager."""
     module = zoo.load(official_repos["gradient"])
     model = module.model
+    monkeypatch.setattr(escaip_model, "check_cpp_toolchain", lambda: None)  # nothing compiles: no g++ needed
     compiled_atoms = []
     monkeypatch.setattr(model, "_compiled_inference",  # records, then gives the eager results (nothing compiles)
                         lambda *args: compiled_atoms.append(len(args[0])) or model._eager(*args))
@@ -121,6 +123,18 @@ def test_compiled_path_belongs_to_the_calculator_that_asked(official_repos, monk
     assert compiled_atoms == [9]
     compiled.calculate_many([water, ethanol])
     assert compiled_atoms == [9, 12]
+
+
+def test_compile_without_a_cpp_toolchain_says_what_to_install(official_repos, monkeypatch, tmp_path):
+    module = zoo.load(official_repos["gradient"])
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-g++"))
+    with pytest.raises(RuntimeError, match=r"needs a C\+\+ compiler \(.*no-such-g\+\+; set CXX.*apt-get install g\+\+"):
+        module.as_calculator(compile=True)
+    monkeypatch.delenv("CXX")
+    monkeypatch.setattr(escaip_model.sysconfig, "get_paths", lambda: {"include": str(tmp_path)})
+    with pytest.raises(RuntimeError, match=r"Python's headers \(.*Python\.h\).*python3-dev"):
+        module.as_calculator(compile=True)
+    assert module.as_calculator().get_forces(molecule("H2O")).shape == (3, 3)  # the eager path needs neither
 
 
 @pytest.mark.slow

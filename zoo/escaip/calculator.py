@@ -40,6 +40,8 @@ class EScAIPCalculator(Calculator):
             props.append("stress")
         self.implemented_properties = props
         self.compiled = compile
+        if compile:
+            module.model.compile_inference()  # compiles nothing yet: a missing C++ toolchain is reported here
 
     def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
         super().calculate(atoms, properties, system_changes)

@@ -14,6 +14,9 @@ from __future__ import annotations
 import copy
 import functools
 import math
+import os
+import shutil
+import sysconfig
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -651,6 +654,18 @@ def head_type(spec: dict[str, Any]) -> str:
 SLOT_MARGIN = 2  # neighbour slots a compiled graph keeps beyond the most any atom kept when it was measured
 
 
+def check_cpp_toolchain() -> None:
+    """The compiled path's kernels and their launcher are C++ that inductor builds against Python's headers: say
+    up front, in one error, what is missing, instead of inductor's traceback at the first compiled call."""
+    cxx = os.environ.get("CXX") or "g++"  # inductor's own choice: $CXX, else g++
+    header = os.path.join(sysconfig.get_paths()["include"], "Python.h")
+    missing = [what for what, found in ((f"a C++ compiler ({cxx}; set CXX to use another)", shutil.which(cxx)),
+                                        (f"Python's headers ({header})", os.path.isfile(header))) if not found]
+    if missing:
+        raise RuntimeError(f"compiled inference builds C++ kernels and needs {' and '.join(missing)}: install them "
+                           "(Debian/Ubuntu: apt-get install g++ python3-dev), or run without compile=True")
+
+
 class EScAIP(nn.Module):
     """fairchem's HydraModel layout: ``backbone`` + ``output_heads`` (one per configured head, sorted by name).
 
@@ -701,6 +716,7 @@ class EScAIP(nn.Module):
         """
         if hasattr(self, "_compiled"):
             return
+        check_cpp_toolchain()
         self._compiled = torch.compile(self._one_pass, dynamic=False, options={
             "cpp_wrapper": True, "guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe})
         self._compiled_slots: dict[tuple[int, int], int] = {}  # (atoms, table width) -> slots of the compiled graph
