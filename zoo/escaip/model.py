@@ -651,7 +651,9 @@ def head_type(spec: dict[str, Any]) -> str:
 
 
 # ============================================================================= the whole model
-SLOT_MARGIN = 2  # neighbour slots a compiled graph keeps beyond the most any atom kept when it was measured
+# neighbour slots a compiled graph keeps beyond the most any atom kept when it was measured: the soft kNN keeps
+# knn_k to knn_k + 2 (16-18 here over 2 ps of 300-600 K MD of 21-60-atom molecules), and each slot costs ~4% of a call
+SLOT_MARGIN = 2
 
 
 def check_cpp_toolchain() -> None:
@@ -704,10 +706,10 @@ class EScAIP(nn.Module):
     def compile_inference(self) -> None:
         """Prepare the compiled inference path that ``forward(..., compiled=True)`` takes (once; later calls keep
         what is compiled): ``torch.compile`` with static shapes, fused C++ kernels, a gradient model's backward
-        traced by ``torch.func.grad`` into its forward's graph. A system's first call runs eagerly
-        and measures the slots its atoms keep; later calls pad rows to that plus ``SLOT_MARGIN`` (a multiple of 4, at
-        most ``knn_pad_size``), and a call where an atom keeps more runs eagerly and widens them. Each shape compiles
-        once (about a minute; seconds from inductor's on-disk cache in a later process): for MD of one system.
+        traced by ``torch.func.grad`` into its forward's graph. A system's first call runs eagerly and measures the
+        slots its atoms keep; later calls pad rows to that plus ``SLOT_MARGIN`` (at most ``knn_pad_size``), and a
+        call where an atom keeps more runs eagerly and widens them. Each shape compiles once (about a minute;
+        seconds from inductor's on-disk cache in a later process): for MD of one system.
 
         Per call, a 21-atom molecule's ~170 kernels are launched from C++ (``cpp_wrapper``: 1.4 ms less than
         inductor's Python wrapper) and dynamo checks no guard on module attributes (0.5 ms less): this model's
@@ -745,7 +747,7 @@ class EScAIP(nn.Module):
             if int(out["n_kept"].max()) <= slots:
                 return out, grads
         out, grads = self._eager(pos, strain, cell, atomic_numbers, table, n_sys)
-        need = -(-(int(out["n_kept"].max()) + SLOT_MARGIN) // 4) * 4
+        need = int(out["n_kept"].max()) + SLOT_MARGIN
         self._compiled_slots[system] = max(slots or 0, min(need, self.cfg.knn_pad_size, table.width))
         return out, grads
 
