@@ -273,9 +273,10 @@ def batched(calc, repeats: int, compiled=None) -> None:
               f"forces {d_forces:.2e} eV/Å")
 
 
-def torchsim_nve(model_name: str, n_molecules: int, steps: int) -> None:
+def torchsim_nve(model_name: str, n_molecules: int, steps: int, compile: bool = False) -> None:
     """A batched NVE (TorchSim velocity Verlet, 0.5 fs, 300 K start) of different molecules: each one's energy
-    drift, and the throughput against ASE's VelocityVerlet running them one by one."""
+    drift, and the throughput against ASE's VelocityVerlet running them one by one (with ``compile``, the TorchSim
+    model through ``torch.compile``; its first two steps, which measure the slots and compile, are not timed)."""
     import numpy as np
     import torch
     import torch_sim as ts
@@ -287,9 +288,13 @@ def torchsim_nve(model_name: str, n_molecules: int, steps: int) -> None:
     module = zoo.load(model_name)
     images = [embed(smiles, seed) for seed in range(4) for smiles in BATCH_SMILES][:n_molecules]
     state = ts.io.atoms_to_state(images, device=torch.device("cpu"), dtype=torch.float64)
-    init, update = ts.integrators.nve(module.as_torchsim_model(), dt=torch.tensor(0.5 * units.fs, dtype=torch.float64),
+    init, update = ts.integrators.nve(module.as_torchsim_model(compile=compile),
+                                      dt=torch.tensor(0.5 * units.fs, dtype=torch.float64),
                                       kT=torch.tensor(300 * units.kB, dtype=torch.float64), seed=0)
     state = init(state)
+    warm_up = time.perf_counter()
+    state = update(state)  # (compiled: the first step compiles)
+    warm_up = time.perf_counter() - warm_up
     natoms = torch.bincount(state.system_idx).numpy()
 
     def total() -> np.ndarray:
@@ -313,7 +318,8 @@ def torchsim_nve(model_name: str, n_molecules: int, steps: int) -> None:
         VelocityVerlet(atoms, timestep=0.5 * units.fs).run(loop_steps)
     loop = n_molecules * loop_steps / (time.perf_counter() - start)
     print(f"\nTorchSim NVE: {n_molecules} molecules ({natoms.sum()} atoms, {natoms.min()}-{natoms.max()} each), "
-          f"{steps} steps of 0.5 fs, float64 state, {model_name} in its own dtype")
+          f"{steps} steps of 0.5 fs after one untimed, float64 state, {model_name} in its own dtype"
+          + (f", compiled ({warm_up:.0f} s for the first step)" if compile else ""))
     print(f"  drift (slope of the total energy) per molecule, meV/atom/ps: largest |drift| {np.abs(drift).max():.3f}, "
           f"median {np.median(np.abs(drift)):.3f}")
     print("  " + " ".join(f"{d:+.3f}" for d in drift))
@@ -414,7 +420,8 @@ def main() -> None:
     parser.add_argument("--md-blocks", type=int, default=3, help="MD blocks per engine and size")
     parser.add_argument("--skip-batched", action="store_true")
     parser.add_argument("--quick", action="store_true", help="9, 21 and 60 atoms, 9 repeats, 2 MD blocks")
-    parser.add_argument("--compile", action="store_true", help="also the zoo through torch.compile (zooc)")
+    parser.add_argument("--compile", action="store_true",
+                        help="also the zoo through torch.compile (zooc); with --torchsim, the TorchSim model compiled")
     parser.add_argument("--scaling", action="store_true",
                         help="only the forward-time scaling of the small config, 1,000 to 4,000 atoms")
     parser.add_argument("--floor", action="store_true",
@@ -428,7 +435,7 @@ def main() -> None:
         import torch
 
         torch.set_num_threads(1)
-        torchsim_nve(args.model, *args.torchsim)
+        torchsim_nve(args.model, *args.torchsim, compile=args.compile)
         return
     if args.floor:
         import torch

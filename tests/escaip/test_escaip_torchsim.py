@@ -50,3 +50,47 @@ def test_batched_nve_conserves_energy(monkeypatch):
     # after 10 fs the potential energy moved by 0.13-0.39 eV per molecule, the total by at most 2.1 meV
     assert np.abs(state.energy.numpy() - potential).min() > 0.05
     assert np.abs(total() - start).max() < 5e-3
+
+
+def _nve(model, images, dtype=torch.float64):
+    state = ts.io.atoms_to_state(images, device=torch.device("cpu"), dtype=dtype)
+    init, update = ts.integrators.nve(model, dt=torch.tensor(0.5 * units.fs, dtype=dtype),
+                                      kT=torch.tensor(300 * units.kB, dtype=dtype), seed=0)
+    return init(state), update
+
+
+def test_skin_gives_a_fresh_search_s_results_each_step(official_repos, monkeypatch):
+    """Steps of a batched NVE: the candidates kept within the skin give each step the forces of a fresh search
+    (float64), and the search runs twice (the first call, then the skin table) while no atom moves half the skin."""
+    import zoo.escaip.graph as graph
+
+    module = zoo.load(official_repos["gradient"], dtype="float64")
+    searches = []
+    search = graph.candidate_table
+    monkeypatch.setattr(graph, "candidate_table", lambda *a: searches.append(len(a)) or search(*a))
+    fresh = module.as_torchsim_model(skin=0.0)
+    state, update = _nve(module.as_torchsim_model(skin=1.0), [molecule("CH3CH2OH"), molecule("C6H6")])
+    for _ in range(6):
+        state = update(state)
+        out = fresh(state)
+        torch.testing.assert_close(state.forces, out["forces"], rtol=0, atol=1e-10)
+        torch.testing.assert_close(state.energy, out["energy"], rtol=0, atol=1e-10)
+    assert searches.count(6) == 1 and searches.count(5) == 1 + 6, searches  # skin table once; first call; fresh
+
+
+@pytest.mark.slow
+def test_compiled_torchsim_model_equals_eager(monkeypatch):
+    """``compile=True``: one compiled graph for the batch, the eager forces (float32 model, 1e-5 eV/Å) each step."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    eager = zoo.load("escaip-qm9-xtb").as_torchsim_model()
+    module = zoo.load("escaip-qm9-xtb")
+    compiled = module.as_torchsim_model(compile=True)
+    graph, calls = module.model._compiled, []
+    module.model._compiled = lambda *args: calls.append(len(args[0])) or graph(*args)
+    state, update = _nve(compiled, [molecule(name) for name in ("CH3CH2OH", "C6H6", "CH3COOH")])
+    for _ in range(4):
+        state = update(state)
+        out = eager(state)
+        torch.testing.assert_close(state.forces, out["forces"], rtol=0, atol=1e-5)
+        torch.testing.assert_close(state.energy, out["energy"], rtol=0, atol=1e-5)
+    assert calls == [29] * 4  # the first call (NVE's init) measured the slots eagerly, then every step compiled

@@ -7,7 +7,7 @@ from ase.calculators.calculator import Calculator, PropertyNotImplementedError, 
 from ase.stress import full_3x3_to_voigt_6_stress
 
 from zoo.escaip.data import atoms_to_batch
-from zoo.escaip.graph import candidate_table, nearest_candidates
+from zoo.escaip.graph import SkinCandidates
 
 __all__ = ["EScAIPCalculator"]
 
@@ -17,19 +17,16 @@ class EScAIPCalculator(Calculator):
 
     Direct-force models predict forces with a head (not -dE/dx), so they offer no stress.
 
-    Successive calls on one structure (MD, relaxations) reuse its neighbour candidates, as ASE's ``NeighborList``
-    does: found once within the search radius plus ``skin`` (Å), they serve until an atom has moved more than
-    half the skin, with the same graph as a fresh search. ``compile=True`` runs this calculator's calls through
-    ``torch.compile`` (``EScAIP.compile_inference``; other calculators of the same model stay eager): about a
-    minute of compiling per atom count (seconds from inductor's on-disk cache in a later process), for long MD
-    runs.
+    Successive calls on one structure (MD, relaxations) reuse its neighbour candidates within the search radius
+    plus ``skin`` (Å) until an atom has moved more than half the skin (``graph.SkinCandidates``), with the same graph
+    as a fresh search. ``compile=True`` runs this calculator's calls through ``torch.compile``
+    (``EScAIP.compile_inference``; other calculators of the same model stay eager): about a minute of compiling per
+    atom count (seconds from inductor's on-disk cache in a later process), for long MD runs.
     """
 
     def __init__(self, module, device: str | torch.device | None = None, *, skin: float = 0.5,
                  compile: bool = False, **kwargs):
         super().__init__(**kwargs)
-        self.skin = skin
-        self._skin_table = None  # (table or None, the positions it was built at, cell, pbc, atomic numbers)
         self.module = module.eval()
         self.device = torch.device(device) if device is not None else next(module.parameters()).device
         self.module.to(self.device)
@@ -40,6 +37,7 @@ class EScAIPCalculator(Calculator):
             props.append("stress")
         self.implemented_properties = props
         self.compiled = compile
+        self._candidates = SkinCandidates(module.cfg.graph, skin, first_call=compile)
         if compile:
             module.model.compile_inference()  # compiles nothing yet: a missing C++ toolchain is reported here
 
@@ -48,28 +46,10 @@ class EScAIPCalculator(Calculator):
         want_stress = self._check_stress(properties, [self.atoms])
         batch = atoms_to_batch([self.atoms], self.device)
         self.module.check_inputs(batch)
-        out = self.module._predict_valid(batch, stress=want_stress, table=self._candidates(batch),
-                                         compiled=self.compiled)
+        table = self._candidates(batch["pos"], batch["cell"], batch["pbc"], batch["atomic_numbers"], batch["natoms"])
+        out = self.module._predict_valid(batch, stress=want_stress, table=table, compiled=self.compiled)
         self.results = self._ase_results({key: value if key == "forces" else value[0] for key, value in out.items()},
                                          want_stress)
-
-    def _candidates(self, batch):
-        """The structure's neighbour candidates: from the skin table while it holds, else a fresh search. The skin
-        table is built on the second call on one system (a new structure each call, as in a loop over an
-        ensemble, gains nothing from it), or on the first with ``compile=True`` (one compiled shape per system)."""
-        cfg = self.module.cfg.graph
-        pos, cell, pbc, numbers = batch["pos"], batch["cell"], batch["pbc"], batch["atomic_numbers"]
-        system = (cell, pbc, numbers)
-        previous = self._skin_table
-        same_system = previous is not None and all(torch.equal(a, b) for a, b in zip(system, previous[2:]))
-        if same_system and previous[0] is not None and float((pos - previous[1]).norm(dim=1).max()) < self.skin / 2:
-            return nearest_candidates(pos, cell, previous[0], cfg)
-        if self.skin > 0 and (same_system or self.compiled):
-            table = candidate_table(pos, cell, pbc, batch["natoms"], cfg, self.skin)
-            self._skin_table = (table, pos, *system)
-            return nearest_candidates(pos, cell, table, cfg)
-        self._skin_table = (None, pos, *system)
-        return candidate_table(pos, cell, pbc, batch["natoms"], cfg)
 
     def calculate_many(self, images, properties=("energy", "forces"), max_atoms: int = 4096) -> list[dict]:
         """``calc.results`` of many structures (an ensemble, a trajectory's frames) in few batched forward passes

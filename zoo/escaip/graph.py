@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["GraphConfig", "NeighborGraph", "CandidateTable", "build_graph", "candidate_table", "nearest_candidates",
-           "ranked_graph", "check_slots", "batch_index", "safe_norm"]
+__all__ = ["GraphConfig", "NeighborGraph", "CandidateTable", "SkinCandidates", "build_graph", "candidate_table",
+           "nearest_candidates", "ranked_graph", "check_slots", "batch_index", "safe_norm"]
 
 ZERO_SQ = 1e-12  # |disp|^2 at or below this counts as distance 0 (the self-loop)
 SEARCH_MARGIN = 1e-3  # Å added to the search radius so float rounding never drops a candidate
@@ -302,6 +302,34 @@ def nearest_candidates(pos: Tensor, cell: Tensor, table: CandidateTable, cfg: Gr
     return CandidateTable(torch.where(valid, table.nbr.gather(1, order), 0),
                           torch.where(valid[..., None], table.image.gather(1, order3), 0), valid, table.limit,
                           torch.where(valid[..., None], table.shift.gather(1, order3), 0), table.batch)
+
+
+class SkinCandidates:
+    """The candidate tables of successive calls on the same systems (MD, relaxations), as ASE's ``NeighborList``
+    keeps its lists: found once within the search radius plus ``skin`` (Å), a table serves (``nearest_candidates``)
+    until an atom has moved more than half the skin, with the same graph as a fresh search. The skin table is built
+    on the second call on the same systems (a new structure each call, as in a loop over an ensemble, gains nothing
+    from it), or on the first with ``first_call=True`` (a compiled model: one table width, so one shape, per system).
+    """
+
+    def __init__(self, cfg: GraphConfig, skin: float = 0.5, first_call: bool = False):
+        self.cfg, self.skin, self.first_call = cfg, skin, first_call
+        self._last = None  # (skin table or None, the positions it was built at, cell, pbc, atomic numbers)
+
+    def __call__(self, pos: Tensor, cell: Tensor, pbc: Tensor, atomic_numbers: Tensor,
+                 natoms: Tensor) -> CandidateTable:
+        system = (cell.clone(), pbc.clone(), atomic_numbers.clone())  # copies: a caller may update its tensors in place
+        pos = pos.detach().clone()
+        last = self._last
+        same = last is not None and all(torch.equal(a, b) for a, b in zip(system, last[2:]))
+        if same and last[0] is not None and float((pos - last[1]).norm(dim=1).max()) < self.skin / 2:
+            return nearest_candidates(pos, cell, last[0], self.cfg)
+        if self.skin > 0 and (same or self.first_call):
+            table = candidate_table(pos, cell, pbc, natoms, self.cfg, self.skin)
+            self._last = (table, pos, *system)
+            return nearest_candidates(pos, cell, table, self.cfg)
+        self._last = (None, pos, *system)
+        return candidate_table(pos, cell, pbc, natoms, self.cfg)
 
 
 def build_graph(pos: Tensor, cell: Tensor, pbc: Tensor, natoms: Tensor, cfg: GraphConfig) -> NeighborGraph:

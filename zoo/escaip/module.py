@@ -196,12 +196,12 @@ class EScAIPModule(ZooModule):
 
         return EScAIPCalculator(self, **kwargs)
 
-    def as_torchsim_model(self, *, compute_stress: bool = False):
+    def as_torchsim_model(self, **kwargs):
         """This potential as a TorchSim model (``pip install "lightning-zoo[torchsim]"``): batched MD of many
-        systems with ``torch_sim``'s integrators."""
+        systems with ``torch_sim``'s integrators (options: ``EScAIPTorchSimModel``)."""
         from zoo.escaip.torchsim import EScAIPTorchSimModel
 
-        return EScAIPTorchSimModel(self, compute_stress=compute_stress)
+        return EScAIPTorchSimModel(self, **kwargs)
 
     # ------------------------------------------------------------------ training
     def setup(self, stage: str) -> None:

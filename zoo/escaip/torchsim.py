@@ -1,10 +1,12 @@
 """EScAIP as a TorchSim model (``pip install "lightning-zoo[torchsim]"``, PyPI ``torch-sim-atomistic``): MD and
-relaxations of many systems at once with ``torch_sim``'s integrators, through ``EScAIPModule.predict``."""
+relaxations of many systems at once with ``torch_sim``'s integrators, as ``EScAIPModule.predict`` gives them."""
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
+
+from zoo.escaip.graph import SkinCandidates
 
 try:
     from torch_sim.models.interface import ModelInterface
@@ -17,9 +19,14 @@ __all__ = ["EScAIPTorchSimModel"]
 
 class EScAIPTorchSimModel(ModelInterface):
     """Energy (n_systems,), forces (n_atoms, 3) and, for gradient-force models, stress (n_systems, 3, 3) of a
-    TorchSim state, in eV and Å, in the state's dtype. Build it with ``EScAIPModule.as_torchsim_model()``."""
+    TorchSim state, in eV and Å, in the state's dtype. Build it with ``EScAIPModule.as_torchsim_model()``.
 
-    def __init__(self, module, *, compute_stress: bool = False):
+    Successive steps of the same systems reuse their neighbour candidates within the search radius plus ``skin``
+    (Å), as the ASE calculator does (``graph.SkinCandidates``); ``compile=True`` runs the whole batch through
+    ``torch.compile`` (``EScAIP.compile_inference``): one compile for the batch's shape, for long runs of the same
+    systems."""
+
+    def __init__(self, module, *, compute_stress: bool = False, skin: float = 0.5, compile: bool = False):
         super().__init__()
         if compute_stress and not module.model.gradient:
             raise ValueError("this EScAIP model predicts forces directly, so it has no stress; "
@@ -30,6 +37,10 @@ class EScAIPTorchSimModel(ModelInterface):
         self._compute_forces = module.cfg.regress_forces
         self._compute_stress = compute_stress
         self._memory_scales_with = "n_atoms"  # a k-nearest-neighbour graph: a bounded number of slots per atom
+        self._compiled = compile
+        self._candidates = SkinCandidates(module.cfg.graph, skin, first_call=compile)
+        if compile:
+            module.model.compile_inference()  # compiles nothing yet: a missing C++ toolchain is reported here
 
     def forward(self, state, **kwargs) -> dict[str, Tensor]:
         system_idx = state.system_idx
@@ -43,5 +54,7 @@ class EScAIPTorchSimModel(ModelInterface):
             "pbc": torch.as_tensor(state.pbc, device=self._device).expand(state.n_systems, 3),
             "natoms": natoms,
         }
-        out = self.module.predict(batch, stress=self._compute_stress)
+        self.module.check_inputs(batch)
+        table = self._candidates(*(batch[key] for key in ("pos", "cell", "pbc", "atomic_numbers", "natoms")))
+        out = self.module._predict_valid(batch, stress=self._compute_stress, table=table, compiled=self._compiled)
         return {key: value.to(state.positions.dtype) for key, value in out.items()}  # the state's precision
