@@ -60,3 +60,15 @@ def emt_data(tmp_path_factory):
     result = make_data(out, jobs, workers=1)
     assert result == {"frames": 16, "total": 16, "errors": {}}
     return out
+
+
+@pytest.fixture
+def searches(monkeypatch) -> list[int]:
+    """Every neighbour search (``graph.candidate_table``) from here on, as its argument count: 6 with a skin,
+    5 without."""
+    import zoo.escaip.graph as graph
+
+    found = []
+    search = graph.candidate_table
+    monkeypatch.setattr(graph, "candidate_table", lambda *args: found.append(len(args)) or search(*args))
+    return found

@@ -29,17 +29,13 @@ def test_chunked_edge_stream_equals_one_chunk(official_repos, variant, monkeypat
 
 
 @pytest.mark.parametrize("variant", ["direct", "gradient"])
-def test_skin_reuses_the_candidates_with_a_fresh_search_s_results(official_repos, variant, monkeypatch):
+def test_skin_reuses_the_candidates_with_a_fresh_search_s_results(official_repos, variant, searches):
     """Positions drifting step by step: while no atom has moved half the skin the calculator skips the search,
     with the results of a fresh search each step (the periodic slab: atoms cross the cell's edge)."""
-    import zoo.escaip.graph as graph
-
     model = zoo.load(official_repos[variant], dtype="float64")
     slab = bulk("Cu", "fcc", a=3.61, cubic=True).repeat((2, 2, 2))
     for atoms in (molecule("CH3CH2OH"), slab):
-        searches = []
-        search = graph.candidate_table
-        monkeypatch.setattr(graph, "candidate_table", lambda *a: searches.append(len(a)) or search(*a))
+        searches.clear()
         reused, fresh = model.as_calculator(skin=1.0), model.as_calculator(skin=0.0)
         rng = np.random.default_rng(0)
         velocity = rng.normal(scale=0.06, size=(len(atoms), 3))
@@ -54,25 +50,21 @@ def test_skin_reuses_the_candidates_with_a_fresh_search_s_results(official_repos
         # at its second and after every ~0.5 Å of drift of some atom (that step's table taken from the new one)
         rebuilds = searches.count(6)
         assert searches.count(5) == 8 + 1 and 2 <= rebuilds <= 4, rebuilds
-        monkeypatch.undo()
 
 
-def test_skin_sees_positions_updated_in_place(official_repos, monkeypatch):
+def test_skin_sees_positions_updated_in_place(official_repos, searches):
     """A caller that moves its atoms in the tensor it passed (TorchSim's state) still gets a new search once an
     atom has moved more than half the skin."""
-    import zoo.escaip.graph as graph
+    from zoo.escaip.graph import SkinCandidates
 
     batch = atoms_to_batch([molecule("CH3CH2OH")])
-    args = [batch[key] for key in ("pos", "cell", "pbc", "atomic_numbers", "natoms")]
-    candidates = graph.SkinCandidates(zoo.load(official_repos["gradient"]).cfg.graph, skin=1.0, first_call=True)
-    candidates(*args)
-    searches = []
-    search = graph.candidate_table
-    monkeypatch.setattr(graph, "candidate_table", lambda *a: searches.append(len(a)) or search(*a))
+    candidates = SkinCandidates(zoo.load(official_repos["gradient"]).cfg.graph, skin=1.0, first_call=True)
+    candidates(batch)
+    searches.clear()
     batch["pos"][0, 0] += 0.3  # within half the skin: the table serves
-    candidates(*args)
+    candidates(batch)
     batch["pos"][0, 0] += 0.3  # 0.6 Å from where the table was built
-    candidates(*args)
+    candidates(batch)
     assert searches == [6]
 
 

@@ -46,8 +46,8 @@ class EScAIPCalculator(Calculator):
         want_stress = self._check_stress(properties, [self.atoms])
         batch = atoms_to_batch([self.atoms], self.device)
         self.module.check_inputs(batch)
-        table = self._candidates(batch["pos"], batch["cell"], batch["pbc"], batch["atomic_numbers"], batch["natoms"])
-        out = self.module._predict_valid(batch, stress=want_stress, table=table, compiled=self.compiled)
+        out = self.module._predict_valid(batch, stress=want_stress, table=self._candidates(batch),
+                                         compiled=self.compiled)
         self.results = self._ase_results({key: value if key == "forces" else value[0] for key, value in out.items()},
                                          want_stress)
 

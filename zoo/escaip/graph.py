@@ -316,20 +316,21 @@ class SkinCandidates:
         self.cfg, self.skin, self.first_call = cfg, skin, first_call
         self._last = None  # (skin table or None, the positions it was built at, cell, pbc, atomic numbers)
 
-    def __call__(self, pos: Tensor, cell: Tensor, pbc: Tensor, atomic_numbers: Tensor,
-                 natoms: Tensor) -> CandidateTable:
-        system = (cell.clone(), pbc.clone(), atomic_numbers.clone())  # copies: a caller may update its tensors in place
-        pos = pos.detach().clone()
+    def __call__(self, batch: dict[str, Tensor]) -> CandidateTable:
+        """The table of a batch (``pos``, ``cell``, ``pbc``, ``atomic_numbers``, ``natoms``)."""
+        pos, cell, pbc, natoms = batch["pos"].detach(), batch["cell"], batch["pbc"], batch["natoms"]
+        system = (cell, pbc, batch["atomic_numbers"])
         last = self._last
         same = last is not None and all(torch.equal(a, b) for a, b in zip(system, last[2:]))
         if same and last[0] is not None and float((pos - last[1]).norm(dim=1).max()) < self.skin / 2:
             return nearest_candidates(pos, cell, last[0], self.cfg)
-        if self.skin > 0 and (same or self.first_call):
-            table = candidate_table(pos, cell, pbc, natoms, self.cfg, self.skin)
-            self._last = (table, pos, *system)
-            return nearest_candidates(pos, cell, table, self.cfg)
-        self._last = (None, pos, *system)
-        return candidate_table(pos, cell, pbc, natoms, self.cfg)
+        build = self.skin > 0 and (same or self.first_call)
+        table = candidate_table(pos, cell, pbc, natoms, self.cfg, self.skin) if build else None
+        # copies: a caller may move its atoms in the tensors it passed
+        self._last = (table, *(t.clone() for t in (pos, *system)))
+        if table is None:
+            return candidate_table(pos, cell, pbc, natoms, self.cfg)
+        return nearest_candidates(pos, cell, table, self.cfg)
 
 
 def build_graph(pos: Tensor, cell: Tensor, pbc: Tensor, natoms: Tensor, cfg: GraphConfig) -> NeighborGraph:

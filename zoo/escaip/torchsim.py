@@ -55,6 +55,6 @@ class EScAIPTorchSimModel(ModelInterface):
             "natoms": natoms,
         }
         self.module.check_inputs(batch)
-        table = self._candidates(*(batch[key] for key in ("pos", "cell", "pbc", "atomic_numbers", "natoms")))
-        out = self.module._predict_valid(batch, stress=self._compute_stress, table=table, compiled=self._compiled)
+        out = self.module._predict_valid(batch, stress=self._compute_stress, table=self._candidates(batch),
+                                         compiled=self._compiled)
         return {key: value.to(state.positions.dtype) for key, value in out.items()}  # the state's precision
