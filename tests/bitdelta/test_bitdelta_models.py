@@ -112,3 +112,23 @@ def test_publish_dtype_of_a_distillation_checkpoint_says_to_publish_first():
 
     with pytest.raises(ConfigError, match=r"publish it first, then `zoo publish DELTA_FOLDER REPO --dtype bfloat16`"):
         ScaleDistillation.store_as_(None, torch.bfloat16)
+
+
+def test_merged_layers_compile_into_one_graph():
+    """torch.compile traces a merged model without a graph break (a host-synced α check inside would split it, and a
+    gradient traced through it, as EScAIP's compiled forces are, would fall back to eager); the compiled output is
+    the eager one, and an eager call still folds a changed α into the merged weight."""
+    torch.manual_seed(0)
+    base = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4)).eval()
+    finetune = perturbed(base, 1)
+    model = apply_deltas_(copy.deepcopy(base), [compress(base, finetune, select=["0", "2"], progress=False)],
+                          merged=True)
+    x = torch.randn(5, 8)
+    compiled = torch.compile(model, fullgraph=True, backend="eager")  # fullgraph: a graph break raises
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), rtol=0, atol=0)
+        before = model[0].merged_scale.clone()
+        model[0].scales.mul_(1.5)
+        moved = model(x)  # eager: folds the new α in
+    assert torch.equal(model[0].merged_scale, model[0].scales) and not torch.equal(before, model[0].scales)
+    torch.testing.assert_close(compiled(x), moved, rtol=0, atol=0)

@@ -93,7 +93,9 @@ class BitDeltaLinear(nn.Module):
             self.merged_scale.copy_(self.scales.detach()[:1])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, ..., in) -> (B, ..., out)
-        if self.merged:
+        # compiled code takes the merged weight as it stands: the check is a host sync that would break its graph
+        # (BitDeltaModule folds each training step's α in; an eager call folds in any other change)
+        if self.merged and not torch.compiler.is_compiling():
             self.refresh_merged()
         per_tenant_bias = self.bias is not None and self.bias.dim() == 2
         y = F.linear(x, self.weight, None if per_tenant_bias else self.bias)
