@@ -186,3 +186,24 @@ def test_compiled_inference_equals_eager(official_repos):
     assert calls[:2] == [9, 9] and len(calls) == 7 and len(slab_slots) == 1, calls
     assert max(slab_slots) <= model.cfg.knn_pad_size
     assert not counters["graph_break"], dict(counters["graph_break"])
+
+
+@pytest.mark.slow
+def test_compiled_models_of_other_layer_kinds_keep_their_own_graphs(official_repos):
+    """Two models in one process, the same tensors but another activation: the compiled code is shared by every
+    model, so its guards must tell them apart (without dynamo's module guards the second ran the first's graph)."""
+    from zoo.escaip.module import EScAIPModule
+
+    first = zoo.load(official_repos["gradient"])
+    backbone = dict(first.hparams["backbone"])
+    backbone["activation"] = "squared_relu" if backbone["activation"] != "squared_relu" else "gelu"
+    second = EScAIPModule(backbone=backbone, heads=first.hparams["heads"]).eval()
+    second.load_state_dict(first.state_dict())
+    for module in (first, second):
+        atoms = molecule("CH3CH2OH")
+        atoms.calc = module.as_calculator(compile=True)
+        for step in range(3):  # the first call measures the slots, the later ones run compiled
+            atoms.rattle(0.02, seed=step)
+            forces = atoms.get_forces()
+        atoms.calc = module.as_calculator()
+        np.testing.assert_allclose(forces, atoms.get_forces(), rtol=0, atol=1e-5)

@@ -712,15 +712,15 @@ class EScAIP(nn.Module):
         seconds from inductor's on-disk cache in a later process): for MD of one system.
 
         Per call, a 21-atom molecule's ~170 kernels are launched from C++ (``cpp_wrapper``: 1.4 ms less than
-        inductor's Python wrapper) and dynamo checks no guard on module attributes (0.5 ms less): this model's
-        modules never change after loading, and a new dtype or device still recompiles through the guards on
-        ``pos``. Each layer's function of the distance comes from its ``radial_table`` (rebuilt when weights change).
+        inductor's Python wrapper). Dynamo keeps its guards on module attributes: the compiled code is shared by
+        every model in the process, and without them a second model whose layers differ only in kind (another
+        activation) ran the first one's graph. Each layer's function of the distance comes from its
+        ``radial_table`` (rebuilt when weights change).
         """
         if hasattr(self, "_compiled"):
             return
         check_cpp_toolchain()
-        self._compiled = torch.compile(self._one_pass, dynamic=False, options={
-            "cpp_wrapper": True, "guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe})
+        self._compiled = torch.compile(self._one_pass, dynamic=False, options={"cpp_wrapper": True})
         self._compiled_slots: dict[tuple[int, int], int] = {}  # (atoms, table width) -> slots of the compiled graph
         self._radial: tuple[list, list[Tensor]] = ([], [])  # (the weights they were built from, radial tables)
 
