@@ -1,10 +1,11 @@
-"""EScAIP training step of the escaip-qm9-xtb recipe: neighbour slots cut to those used vs every padded slot.
+"""EScAIP training step of the escaip-qm9-xtb recipe: neighbour slots per chunk of atoms vs one width vs every slot.
 
 The recipe's model (hidden 64, 3 layers, 4 heads, k 16, pad 24, cutoff 5 Å, gradient forces) takes AdamW steps on
 batches of at most 256 atoms of rattled molecules of H, C, N, O, F (ASE's g2 geometries: only their shapes
-matter for timing). Both variants run in this process on the same batches, alternating, after a warm-up; the
-padded baseline is the model with ``NeighborGraph.without_unused_slots`` switched off. Times are wall-clock
-seconds per step (median of the timed steps), float32, CPU.
+matter for timing). The variants run in this process on the same batches, in turn, after a warm-up: every atom
+padded to ``knn_pad_size`` slots (the baseline), every atom cut to the most slots any atom of the batch uses, and
+the model's own ``width_plan`` (atoms sorted by the neighbours they keep, each chunk cut to its widest). Times are
+wall-clock seconds per step (median of the timed steps), float32, CPU.
 
     python benchmarks/bench_escaip_train.py               # 2 threads, 30 timed steps per variant
     python benchmarks/bench_escaip_train.py --threads 1 --steps 10
@@ -52,15 +53,22 @@ def molecule_batches(n_batches: int, max_atoms: int = 256, seed: int = 0) -> lis
 
 
 @contextmanager
-def every_padded_slot():
-    from zoo.escaip.graph import NeighborGraph
+def widths(variant: str, pad: int):
+    """The model's chunk plan replaced by one width for every atom (``padded``: knn_pad_size; ``one width``: the
+    most any atom keeps), or kept (``per chunk``)."""
+    import zoo.escaip.model as escaip_model
 
-    cut = NeighborGraph.without_unused_slots
-    NeighborGraph.without_unused_slots = lambda self: self
+    plan = escaip_model.width_plan
+    if variant != "per chunk":
+        def one_width(kept: list[int], hidden: int) -> list[tuple[int, int]]:
+            width = pad if variant == "padded" else max(kept[0], 1)
+            return [(rows, width) for rows in escaip_model.row_chunks(len(kept), width, hidden)]
+
+        escaip_model.width_plan = one_width
     try:
         yield
     finally:
-        NeighborGraph.without_unused_slots = cut
+        escaip_model.width_plan = plan
 
 
 def main() -> None:
@@ -77,7 +85,7 @@ def main() -> None:
     torch.manual_seed(0)
     recipe = yaml.safe_load((Path(__file__).resolve().parents[1] / "recipes" / "escaip" / RECIPE).read_text())
     module = EScAIPModule(**recipe["model"]["init_args"])
-    module._build_metrics()
+    module.setup("validate")  # the metrics only (no trainer here to fit references from)
     module.log_dict = lambda *a, **k: None  # no trainer here
     optimizer = torch.optim.AdamW(module.parameters(), lr=1e-4)
     batches = molecule_batches(args.steps + 3)
@@ -89,13 +97,11 @@ def main() -> None:
         optimizer.step()
         return time.perf_counter() - t
 
-    times = {"cut": [], "padded": []}
+    variants = ("padded", "one width", "per chunk")
+    times = {variant: [] for variant in variants}
     for i, batch in enumerate(batches):
-        for variant in ("cut", "padded") if i % 2 else ("padded", "cut"):  # alternate: drifts hit both alike
-            if variant == "padded":
-                with every_padded_slot():
-                    dt = step(batch)
-            else:
+        for variant in variants[i % 3:] + variants[:i % 3]:  # in turn: drifts hit all alike
+            with widths(variant, module.cfg.knn_pad_size):
                 dt = step(batch)
             if i >= 3:  # warm-up
                 times[variant].append(dt)
@@ -104,10 +110,11 @@ def main() -> None:
           f"{atoms:.0f} atoms per batch, float32, {args.threads} thread(s), median of {args.steps} steps")
     print(f"{'neighbour slots':<28} {'s / step':>9} {'steps / min':>12} {'speed-up':>9}")
     base = statistics.median(times["padded"])
-    for variant, label in (("padded", f"all {module.cfg.knn_pad_size} (knn_pad_size)"), ("cut", "cut to those used")):
+    labels = {"padded": f"all {module.cfg.knn_pad_size} (knn_pad_size)", "one width": "most any atom uses",
+              "per chunk": "per chunk (width_plan)"}
+    for variant, label in labels.items():
         t = statistics.median(times[variant])
         print(f"{label:<28} {t:>9.3f} {60 / t:>12.0f} {base / t:>8.2f}x")
-
 
 if __name__ == "__main__":
     main()

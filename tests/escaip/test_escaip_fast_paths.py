@@ -18,12 +18,12 @@ def test_chunked_edge_stream_equals_one_chunk(official_repos, variant, monkeypat
     batch = atoms_to_batch([molecule("CH3CH2OH"), cu, molecule("C6H6")])
     stress = True if variant == "gradient" else None
     whole = model.predict(batch, stress=stress)
-    sizes = []
-    chunks = escaip_model.row_chunks
-    monkeypatch.setattr(escaip_model, "row_chunks", lambda *a: sizes.append(len(chunks(*a))) or chunks(*a))
+    plans = []
+    plan = escaip_model.width_plan
+    monkeypatch.setattr(escaip_model, "width_plan", lambda *a: plans.append(plan(*a)) or plans[-1])
     monkeypatch.setattr(escaip_model, "EDGE_CHUNK_ELEMENTS", 1)  # one atom per chunk
     chunked = model.predict(batch, stress=stress)
-    assert sizes[-1] == len(batch["pos"]) == 53
+    assert len(plans[-1]) == len(batch["pos"]) == 53
     for key in whole:
         torch.testing.assert_close(chunked[key], whole[key], rtol=0, atol=1e-10)
 

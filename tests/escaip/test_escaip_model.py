@@ -6,6 +6,7 @@ import torch
 from escaip_testdata import official_config
 from safetensors.torch import load_file
 
+import zoo.escaip.model as escaip_model
 from zoo.escaip.graph import build_graph
 from zoo.escaip.model import CONFIGS, EScAIP, EScAIPConfig, geometry
 
@@ -47,7 +48,7 @@ def test_geometric_inputs_match_official_intermediates(fixture_dir, inputs):
     ref = np.load(fixture_dir / "direct_intermediates_f32.npz")
     model = official_model(fixture_dir, "direct")
     graph = build_graph(inputs["pos"].float(), inputs["cell"].float(), inputs["pbc"], inputs["natoms"], model.cfg.graph)
-    geo = geometry(graph, inputs["atomic_numbers"], model.cfg)
+    geo = geometry(graph, model.cfg)
     np.testing.assert_allclose(geo.boo.numpy(), ref["g_node_direction_expansion"], atol=1e-5)
     # edge quantities are compared as per-atom sets (tied slots may come in any order), on real slots only
     mask = ref["g_neighbor_mask"]
@@ -120,28 +121,49 @@ def test_configs_and_bad_options():
         EScAIPConfig(use_message_gate=True)
 
 
-def test_unused_padding_slots_are_cut_without_changing_results(fixture_dir, monkeypatch):
-    """Small molecules use fewer neighbour slots than knn_pad_size; the model drops the slots no atom uses, and
-    energy, forces and stress equal those computed over every padded slot (float64)."""
+@pytest.mark.parametrize("variant", ["direct", "gradient"])
+def test_chunks_cut_to_their_own_slots_change_no_result(fixture_dir, monkeypatch, variant):
+    """Atoms of small molecules keep fewer neighbours than knn_pad_size, and some fewer than others: the model
+    sorts atoms by the neighbours they keep and cuts each chunk to the slots its atoms use (``width_plan``). Energy,
+    forces and stress equal those of one chunk over every padded slot in the atoms' own order (float64)."""
     from ase.build import molecule
 
     from zoo.escaip.data import atoms_to_batch
-    from zoo.escaip.graph import NeighborGraph
 
-    model = official_model(fixture_dir, "gradient", torch.float64)
-    mols = [molecule(name) for name in ("CH3CH2OH", "H2O", "C6H6")]
+    model = official_model(fixture_dir, variant, torch.float64)
+    mols = [molecule(name) for name in ("CH3CH2OH", "H2O", "C6H6", "CH3COOH")]
     for atoms in mols:
         atoms.rattle(0.05, seed=1)
     inputs = atoms_to_batch(mols)
-    graph = build_graph(inputs["pos"].double(), inputs["cell"].double(), inputs["pbc"], inputs["natoms"], model.cfg.graph)
-    cut = graph.without_unused_slots()
-    assert cut.mask.shape[1] == int(graph.mask.sum(1).max()) < model.cfg.knn_pad_size
-    assert torch.equal(cut.index, graph.index[:, :cut.mask.shape[1]]) and not graph.mask[:, cut.mask.shape[1]:].any()
-    trimmed = run(model, inputs, stress=True)
-    monkeypatch.setattr(NeighborGraph, "without_unused_slots", lambda self: self)
-    padded = run(model, inputs, stress=True)
-    for key in padded:
-        torch.testing.assert_close(trimmed[key], padded[key], rtol=0, atol=1e-10)
+    stress = True if variant == "gradient" else None
+    plans = []
+    plan = escaip_model.width_plan
+    monkeypatch.setattr(escaip_model, "width_plan", lambda kept, hidden: plans.append(plan(kept, hidden)) or plans[-1])
+    for cost in (escaip_model.CHUNK_COST_EDGES, 0):  # the default plan, and one chunk per width
+        monkeypatch.setattr(escaip_model, "CHUNK_COST_EDGES", cost)
+        plans.clear()
+        cut = run(model, inputs, stress=stress)
+        widths = [width for _, width in plans[-1]]
+        assert widths == sorted(widths, reverse=True) and widths[0] < model.cfg.knn_pad_size
+        assert cost or len(set(widths)) > 1
+        monkeypatch.setattr(escaip_model, "width_plan", lambda kept, hidden: [(len(kept), model.cfg.knn_pad_size)])
+        padded = run(model, inputs, stress=stress)
+        monkeypatch.setattr(escaip_model, "width_plan", lambda kept, hidden: plans.append(plan(kept, hidden)) or plans[-1])
+        for key in padded:
+            torch.testing.assert_close(cut[key], padded[key], rtol=0, atol=1e-10)
+
+
+def test_width_plan_trades_padding_against_chunks(monkeypatch):
+    kept = [16] * 10 + [15] * 2 + [9] * 10
+    monkeypatch.setattr(escaip_model, "CHUNK_COST_EDGES", 8)
+    # 15-wide rows join the 16-wide chunk (2 slots of padding < the cost of a chunk); the 9s get their own
+    assert escaip_model.width_plan(kept, 64) == [(12, 16), (10, 9)]
+    monkeypatch.setattr(escaip_model, "CHUNK_COST_EDGES", 1)
+    assert escaip_model.width_plan(kept, 64) == [(10, 16), (2, 15), (10, 9)]
+    monkeypatch.setattr(escaip_model, "CHUNK_COST_EDGES", 1000)
+    assert escaip_model.width_plan(kept, 64) == [(22, 16)]
+    monkeypatch.setattr(escaip_model, "EDGE_CHUNK_ELEMENTS", 16 * 64 * 4)  # at most 4 rows of 16 slots per chunk
+    assert escaip_model.width_plan(kept, 64) == [(4, 16), (4, 16), (4, 16), (7, 9), (3, 9)]
 
 
 @pytest.mark.parametrize("smooth_boo", [False, True])

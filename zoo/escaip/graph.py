@@ -72,14 +72,19 @@ class NeighborGraph:
     env: Tensor  # (N, K) envelope value e in [0, 1); +inf in padded slots
     image: Tensor  # (N, K, 3) integer lattice image of j, relative to positions wrapped into the cell
 
-    def without_unused_slots(self) -> "NeighborGraph":
-        """The same graph with K cut to the most slots any atom uses. Real slots come first in every row and
-        padded ones feed nothing (masked keys; energies read the self-loop), so results are the same."""
-        width = max(int(self.mask.sum(1).max()), 1) if len(self.mask) else self.mask.shape[1]
-        if width == self.mask.shape[1]:
-            return self
-        return NeighborGraph(self.index[:, :width], self.mask[:, :width], self.disp[:, :width], self.env[:, :width],
-                             self.image[:, :width])
+    def reordered(self, order: Tensor) -> "NeighborGraph":
+        """The same graph with atom ``order[i]`` as atom i: rows reordered and neighbour indices renumbered."""
+        new_id = torch.empty_like(order)
+        new_id[order] = torch.arange(len(order), device=order.device)
+        return NeighborGraph(new_id[self.index[order]], self.mask[order], self.disp[order], self.env[order],
+                             self.image[order])
+
+    def chunks(self, plan: list[tuple[int, int]]) -> list["NeighborGraph"]:
+        """Consecutive rows cut into chunks of (rows, slots) each, every chunk cut to its own slots (which must hold
+        all of its rows' real slots)."""
+        rows = [n for n, _ in plan]
+        fields = [t.split(rows) for t in (self.index, self.mask, self.disp, self.env, self.image)]
+        return [NeighborGraph(*(f[c][:, :width] for f in fields)) for c, (_, width) in enumerate(plan)]
 
 
 # ----------------------------------------------------------------------------- helpers

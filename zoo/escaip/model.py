@@ -200,14 +200,12 @@ class Geometry:
     """Parameter-free network inputs, computed once per forward pass from the graph."""
 
     graph: NeighborGraph
-    atomic_numbers: Tensor  # (N,)
     unit: Tensor  # (N, K, 3) centre -> neighbour unit vectors, 0 for the self-loop and padding
     dist: Tensor  # (N, K) slot distances, 0 for the self-loop and padding
     rbf: Tensor | None  # (N, K, n_rbf) distance expansion; None where radial tables replace it
     boo: Tensor  # (N, Lb+1) bond-orientational order of each atom
     legendre: list[Tensor] | None  # per l, (N, 1, K, K) P_l(u_a . u_b), 0 for l>0 where a direction is zero
     attn_bias: Tensor  # (N, 1, 1, K) additive key bias from the envelope
-    radial: list[Tensor] | None = None  # per edge embedding (input layer, then blocks), its ``radial_table``
 
 
 def legendre_terms(cos: Tensor, nonzero: Tensor, lmax: int) -> Iterator[Tensor]:
@@ -241,8 +239,8 @@ def distance_expansion(dist: Tensor, cfg: EScAIPConfig) -> Tensor:
     return torch.sigmoid((2.0 / delta) * x)
 
 
-def geometry(graph: NeighborGraph, atomic_numbers: Tensor, cfg: EScAIPConfig,
-             radial: list[Tensor] | None = None) -> Geometry:
+def geometry(graph: NeighborGraph, cfg: EScAIPConfig, radial: list[Tensor] | None = None) -> Geometry:
+    """``radial``: the ``radial_table``s that replace the distance expansion, if any."""
     dist = safe_norm(graph.disp)  # (N, K)
     nonzero_dir = dist > 0
     unit = graph.disp / torch.where(nonzero_dir, dist, torch.ones_like(dist))[..., None]
@@ -260,7 +258,7 @@ def geometry(graph: NeighborGraph, atomic_numbers: Tensor, cfg: EScAIPConfig,
         terms = legendre_terms(cos, nonzero, len(cfg.freequency_list) - 1)
         legendre = [p[:, None] for p in (torch.ones_like(cos), *terms)]
     rbf = distance_expansion(dist, cfg) if radial is None else None
-    return Geometry(graph, atomic_numbers, unit, dist, rbf, boo, legendre, bias[:, None, None, :], radial)
+    return Geometry(graph, unit, dist, rbf, boo, legendre, bias[:, None, None, :])
 
 
 # ============================================================================= radial tables (compiled inference)
@@ -290,18 +288,44 @@ def radial_lookup(table: Tensor, dist: Tensor, step: float) -> Tensor:
 
 # ============================================================================= backbone blocks
 EDGE_CHUNK_ELEMENTS = 1 << 20  # atoms x slots x hidden of one chunk of edge work (4 MB in float32)
+# what one more chunk costs, in edges: its share of Python and kernel-launch overhead across the layers
+CHUNK_COST_EDGES = 256
 
 
-def row_chunks(n_atoms: int, slots: int, hidden: int) -> list[slice]:
-    """Consecutive centre-atom ranges whose edge tensors hold about ``EDGE_CHUNK_ELEMENTS`` values each, so that
-    each chunk's chain of (memory-bound) edge ops stays in the CPU cache; edges of different atoms never mix."""
+def row_chunks(n_atoms: int, slots: int, hidden: int) -> list[int]:
+    """Sizes of consecutive centre-atom ranges whose edge tensors hold about ``EDGE_CHUNK_ELEMENTS`` values each,
+    so that each chunk's chain of (memory-bound) edge ops stays in the CPU cache; edges of different atoms never
+    mix."""
     size = max(1, EDGE_CHUNK_ELEMENTS // max(slots * hidden, 1))
-    return [slice(start, min(start + size, n_atoms)) for start in range(0, n_atoms, size)]
+    return [min(size, n_atoms - start) for start in range(0, n_atoms, size)]
+
+
+def width_plan(kept: list[int], hidden: int) -> list[tuple[int, int]]:
+    """(rows, slots) of each chunk for centre atoms sorted by the neighbours they keep (``kept``, descending): a
+    chunk is as wide as its first row, so padding shrinks with more chunks, each costing ``CHUNK_COST_EDGES``.
+    The cheapest cut into runs at changes of width (dynamic programming over them), each run then cut into
+    ``row_chunks``."""
+    if not kept:
+        return [(0, 1)]
+    starts = [i for i in range(len(kept)) if i == 0 or kept[i] != kept[i - 1]] + [len(kept)]
+
+    def run(i: int, j: int) -> list[tuple[int, int]]:  # rows starts[i]:starts[j], as wide as the first
+        width = max(kept[starts[i]], 1)
+        return [(rows, width) for rows in row_chunks(starts[j] - starts[i], width, hidden)]
+
+    def cost(chunks: list[tuple[int, int]]) -> int:
+        return sum(CHUNK_COST_EDGES + rows * width for rows, width in chunks)
+
+    best: list[tuple[int, list[tuple[int, int]]]] = [(0, [])]  # the cheapest plan of the first runs
+    for j in range(1, len(starts)):
+        options = ((best[i][0] + cost(run(i, j)), best[i][1] + run(i, j)) for i in range(j))
+        best.append(min(options, key=lambda option: option[0]))
+    return best[-1][1]
 
 
 @dataclass
 class EdgeRows:
-    """The per-slot inputs of one chunk of centre atoms (``Geometry`` fields, split by rows)."""
+    """The per-slot inputs of one chunk of centre atoms (a chunk's ``Geometry``)."""
 
     sizes: list[int]  # centre atoms of every chunk (to split per-atom tensors the same way)
     index: Tensor  # (R, K)
@@ -312,16 +336,18 @@ class EdgeRows:
     attn_bias: Tensor  # (R, 1, 1, K)
     legendre: list[Tensor] | None  # per l, (R, 1, K, K)
 
+    @classmethod
+    def of(cls, geo: Geometry, sizes: list[int]) -> "EdgeRows":
+        return cls(sizes, geo.graph.index, geo.graph.mask, geo.unit, geo.dist, geo.rbf, geo.attn_bias, geo.legendre)
 
-def edge_rows(geo: Geometry, chunks: list[slice]) -> list[EdgeRows]:
-    """``geo``'s per-slot fields split into the chunks: one split per field (its backward is one cat), where
-    indexing rows would write a zero tensor of the whole field per chunk in the backward."""
-    sizes = [rows.stop - rows.start for rows in chunks]
-    per_field = [t.split(sizes) if t is not None else [None] * len(sizes)
-                 for t in (geo.graph.index, geo.graph.mask, geo.unit, geo.dist, geo.rbf, geo.attn_bias)]
-    legendre = [p.split(sizes) for p in geo.legendre] if geo.legendre is not None else None
-    return [EdgeRows(sizes, *(f[i] for f in per_field), [p[i] for p in legendre] if legendre else None)
-            for i in range(len(chunks))]
+
+@dataclass
+class AtomInputs:
+    """The per-atom network inputs (``Geometry`` fields of every chunk, joined)."""
+
+    atomic_numbers: Tensor  # (N,)
+    boo: Tensor  # (N, Lb+1)
+    radial: list[Tensor] | None  # per edge embedding, its ``radial_table``
 
 
 class EdgeEmbedding(nn.Module):
@@ -340,17 +366,17 @@ class EdgeEmbedding(nn.Module):
         self.edge_attr_norm = make_norm(cfg.normalization, H)
         self.radial_step = radial_step(cfg)
 
-    def atom_terms(self, geo: Geometry) -> tuple[Tensor, Tensor]:
+    def atom_terms(self, atoms: AtomInputs) -> tuple[Tensor, Tensor]:
         """edge_attr_linear split by its input columns: the source and target columns hold per-atom values, so
         their shares are computed once per atom, (N, H) each, then gathered (source) or broadcast (target)."""
         linear = self.edge_attr_linear[0]
         n_dist = self.edge_distance_embedding[0].out_features
         n_atom = (linear.in_features - n_dist) // 2
         _, w_src, w_tgt = linear.weight.split([n_dist, n_atom, n_atom], 1)
-        z = geo.atomic_numbers
-        src = F.linear(torch.cat([self.source_direction_embedding(geo.boo), self.source_atomic_embedding(z)], -1),
+        z = atoms.atomic_numbers
+        src = F.linear(torch.cat([self.source_direction_embedding(atoms.boo), self.source_atomic_embedding(z)], -1),
                        w_src)
-        tgt = F.linear(torch.cat([self.target_direction_embedding(geo.boo), self.target_atomic_embedding(z)], -1),
+        tgt = F.linear(torch.cat([self.target_direction_embedding(atoms.boo), self.target_atomic_embedding(z)], -1),
                        w_tgt, linear.bias)
         return src, tgt
 
@@ -413,10 +439,10 @@ class InputBlock(nn.Module):
         self.norm_node = make_norm(cfg.normalization, cfg.hidden_size)
         self.norm_edge = make_norm(cfg.normalization, cfg.hidden_size)
 
-    def forward(self, geo: Geometry, chunks: list[EdgeRows]) -> tuple[Tensor, list[Tensor]]:
+    def forward(self, atoms: AtomInputs, chunks: list[EdgeRows]) -> tuple[Tensor, list[Tensor]]:
         """node (N, H) and the edge stream as one (R, K, H) tensor per chunk."""
-        src, tgt = self.input_layer.atom_terms(geo)
-        radial = geo.radial[0] if geo.radial is not None else None
+        src, tgt = self.input_layer.atom_terms(atoms)
+        radial = atoms.radial[0] if atoms.radial is not None else None
         edges = [self.input_layer(rows, src, tgt_rows, radial)
                  for rows, tgt_rows in zip(chunks, tgt.split(chunks[0].sizes))]
         node = self.norm_node(torch.cat([edge[:, 0] for edge in edges]))  # node = the self-loop slot
@@ -445,13 +471,13 @@ class GraphAttention(EdgeEmbedding):
         else:
             self.scale = 1.0 / math.sqrt(cfg.head_dim)
 
-    def chunk_terms(self, geo: Geometry, node: Tensor, chunks: list[EdgeRows]) -> list[tuple[Tensor, ...]]:
+    def chunk_terms(self, atoms: AtomInputs, node: Tensor, chunks: list[EdgeRows]) -> list[tuple[Tensor, ...]]:
         """Per chunk, the per-atom shares of the layer: edge_attr_linear's (``atom_terms``) and node_hidden_linear's
         on [node_j | node_i], split by input columns the same way; source/neighbour shares cover every atom,
         target/centre shares the chunk's centre atoms."""
         linear = self.node_hidden_linear[0]
         w_nbr, w_centre = linear.weight.split(node.shape[1], 1)
-        src, tgt = self.atom_terms(geo)
+        src, tgt = self.atom_terms(atoms)
         node_nbr, node_centre = F.linear(node, w_nbr), F.linear(node, w_centre, linear.bias)
         sizes = chunks[0].sizes
         return [(src, tgt_rows, node_nbr, centre_rows)
@@ -512,11 +538,11 @@ class TransformerBlock(nn.Module):
         self.norm_ffn_node = make_norm(cfg.normalization, H)
         self.norm_ffn_edge = make_norm(cfg.normalization, H) if edge_ffn else None
 
-    def forward(self, node: Tensor, edges: list[Tensor], geo: Geometry, chunks: list[EdgeRows],
+    def forward(self, node: Tensor, edges: list[Tensor], atoms: AtomInputs, chunks: list[EdgeRows],
                 radial: Tensor | None = None) -> tuple[Tensor, list[Tensor] | None]:
         """The new (node, edge chunks); no edges after a last block without edge FFN (nothing reads them)."""
         edge_out = self.feedforward.mlp_edge is not None
-        terms = self.graph_attention.chunk_terms(geo, self.norm_attn_node(node), chunks)
+        terms = self.graph_attention.chunk_terms(atoms, self.norm_attn_node(node), chunks)
         self_rows, new_edges = [], []
         for rows, chunk_terms, edge in zip(chunks, terms, edges):
             # without an edge FFN nothing reads the new edges: only the self-loop's attention row is needed
@@ -576,15 +602,15 @@ class EScAIPBackbone(nn.Module):
         self.output_projection = OutputProjection(cfg)
 
     def edge_embeddings(self) -> list[EdgeEmbedding]:
-        """The layers whose ``radial_table`` ``Geometry.radial`` holds, in its order."""
+        """The layers whose ``radial_table`` ``AtomInputs.radial`` holds, in its order."""
         return [self.input_block.input_layer, *(block.graph_attention for block in self.transformer_blocks)]
 
-    def forward(self, geo: Geometry, chunks: list[EdgeRows]) -> tuple[Tensor, list[Tensor] | None]:
+    def forward(self, atoms: AtomInputs, chunks: list[EdgeRows]) -> tuple[Tensor, list[Tensor] | None]:
         """node (N, H) and, for direct forces, the edge stream as (R, K, H) per chunk of centre atoms."""
-        node, edge = self.input_block(geo, chunks)
+        node, edge = self.input_block(atoms, chunks)
         readouts = [self.readout_layers[0](node, edge)]
         for i, block in enumerate(self.transformer_blocks):
-            node, edge = block(node, edge, geo, chunks, geo.radial[i + 1] if geo.radial is not None else None)
+            node, edge = block(node, edge, atoms, chunks, atoms.radial[i + 1] if atoms.radial is not None else None)
             readouts.append(self.readout_layers[i + 1](node, edge))
         return self.output_projection([r[0] for r in readouts], [r[1] for r in readouts])
 
@@ -790,18 +816,30 @@ class EScAIP(nn.Module):
     def _outputs(self, pos: Tensor, cell: Tensor, atomic_numbers: Tensor, table: CandidateTable, n_sys: int,
                  slots: int | None = None, radial: list[Tensor] | None = None) -> dict[str, Tensor]:
         """Raw energy (G,), direct forces (N, 3) if any, and ``n_kept`` (N,), the neighbours each atom keeps.
-        ``slots=None`` cuts the slots to those used (a host sync); an int keeps that many (static shapes). The
-        caller checks ``n_kept`` (``check_slots``), outside any compiled region."""
+        ``slots=None`` sorts the atoms by the neighbours they keep and cuts each chunk of them to the slots it uses
+        (``width_plan``; a host sync); an int keeps that many for every atom (static shapes). The caller checks
+        ``n_kept`` (``check_slots``), outside any compiled region."""
         graph, n_kept = ranked_graph(pos, cell, table, self.cfg.graph, slots)
-        if slots is None:
-            graph = graph.without_unused_slots()
-        geo = geometry(graph, atomic_numbers, self.cfg, radial)
-        chunks = edge_rows(geo, row_chunks(len(pos), graph.mask.shape[1], self.cfg.hidden_size))
-        node, edges = self.backbone(geo, chunks)
-        out = {"energy": self._head("gradient" if self.gradient else "energy").energy(node, table.batch, n_sys),
+        hidden, batch, order = self.cfg.hidden_size, table.batch, None
+        if slots is None:  # atoms sorted by the neighbours they keep; each chunk as wide as its widest
+            order = torch.argsort(n_kept, descending=True, stable=True)
+            plan = width_plan(n_kept[order].tolist(), hidden)
+            if len({width for _, width in plan}) > 1:
+                graph, atomic_numbers, batch = graph.reordered(order), atomic_numbers[order], batch[order]
+            else:
+                order = None
+        else:
+            plan = [(rows, slots) for rows in row_chunks(len(pos), slots, hidden)]
+        parts = [geometry(part, self.cfg, radial) for part in graph.chunks(plan)]
+        sizes = [rows for rows, _ in plan]
+        chunks = [EdgeRows.of(part, sizes) for part in parts]
+        atoms = AtomInputs(atomic_numbers, torch.cat([part.boo for part in parts]), radial)
+        node, edges = self.backbone(atoms, chunks)
+        out = {"energy": self._head("gradient" if self.gradient else "energy").energy(node, batch, n_sys),
                "n_kept": n_kept}
         if self.cfg.regress_forces and not self.gradient:
-            out["forces"] = self._head("direct_forces").forces(node, edges, chunks)
+            forces = self._head("direct_forces").forces(node, edges, chunks)
+            out["forces"] = forces if order is None else torch.zeros_like(forces).index_copy(0, order, forces)
         return out
 
     def forward(
