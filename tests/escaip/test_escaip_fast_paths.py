@@ -207,3 +207,24 @@ def test_compiled_models_of_other_layer_kinds_keep_their_own_graphs(official_rep
             forces = atoms.get_forces()
         atoms.calc = module.as_calculator()
         np.testing.assert_allclose(forces, atoms.get_forces(), rtol=0, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_compiled_path_compiles_each_system_past_dynamo_s_recompile_limit(official_repos, monkeypatch):
+    """Every system compiles its own graph, all of one function: past dynamo's recompile limit (8 by default, 1
+    here) a new system would run eagerly for the rest of the process. The compiled path raises the limit for its own
+    calls (``COMPILED_SYSTEMS``) and leaves the process's setting alone."""
+    import torch._dynamo.config
+    from torch._dynamo.utils import counters
+
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1)
+    counters.clear()
+    calc = zoo.load(official_repos["gradient"]).as_calculator(compile=True)
+    for name in ("H2O", "CH4", "CH3CH2OH"):  # 3, 5 and 9 atoms: three graphs
+        atoms = molecule(name)
+        atoms.calc = calc
+        for step in range(3):  # the first call measures the slots (eager), the second compiles, the third reuses
+            atoms.positions[0] += 0.01
+            atoms.get_forces()
+    assert counters["stats"]["unique_graphs"] == 3, dict(counters["stats"])
+    assert torch._dynamo.config.recompile_limit == 1

@@ -680,6 +680,9 @@ def head_type(spec: dict[str, Any]) -> str:
 # neighbour slots a compiled graph keeps beyond the most any atom kept when it was measured: the soft kNN keeps
 # knn_k to knn_k + 2 (16-18 here over 2 ps of 300-600 K MD of 21-60-atom molecules), and each slot costs ~4% of a call
 SLOT_MARGIN = 2
+# graphs the compiled path may hold (one per system shape; all of one function): dynamo's own limit (8) would run
+# every later system eagerly for the rest of the process
+COMPILED_SYSTEMS = 64
 
 
 def check_cpp_toolchain() -> None:
@@ -735,7 +738,8 @@ class EScAIP(nn.Module):
         traced by ``torch.func.grad`` into its forward's graph. A system's first call runs eagerly and measures the
         slots its atoms keep; later calls pad rows to that plus ``SLOT_MARGIN`` (at most ``knn_pad_size``), and a
         call where an atom keeps more runs eagerly and widens them. Each shape compiles once (about a minute;
-        seconds from inductor's on-disk cache in a later process): for MD of one system.
+        seconds from inductor's on-disk cache in a later process): for MD of one system. A process keeps the graphs
+        of up to ``COMPILED_SYSTEMS`` shapes (dynamo's recompile limit, 8, is raised for these calls only).
 
         Per call, a 21-atom molecule's ~170 kernels are launched from C++ (``cpp_wrapper``: 1.4 ms less than
         inductor's Python wrapper). Dynamo keeps its guards on module attributes: the compiled code is shared by
@@ -769,7 +773,9 @@ class EScAIP(nn.Module):
         system = (len(pos), table.width)
         slots = self._compiled_slots.get(system)
         if slots is not None:
-            out, grads = self._compiled(pos, strain, cell, atomic_numbers, table, n_sys, slots, self._radial_tables())
+            with torch._dynamo.config.patch(recompile_limit=COMPILED_SYSTEMS):
+                out, grads = self._compiled(pos, strain, cell, atomic_numbers, table, n_sys, slots,
+                                            self._radial_tables())
             if int(out["n_kept"].max()) <= slots:
                 return out, grads
         out, grads = self._eager(pos, strain, cell, atomic_numbers, table, n_sys)
