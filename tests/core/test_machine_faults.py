@@ -276,12 +276,18 @@ def test_a_download_into_a_read_only_cache_names_the_fixes(hub, mounts, isolated
 
 
 # ----------------------------------------------------------------------------- Ctrl-C
+def _default_ctrl_c() -> None:
+    """In the child, before Python starts: Ctrl-C's default action. A shell that runs the suite as a background
+    job ignores SIGINT, children inherit that, and Python then installs no KeyboardInterrupt handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _zoo_process(*args: str, before: str = "") -> subprocess.Popen:
     """``zoo ARGS`` in a new process, after the Python statements ``before``."""
     script = (f"import sys\nsys.path[:0] = [{str(TESTS)!r}, {str(TESTS / 'core')!r}]\n{before}\n"
               f"from zoo.cli import main\nsys.exit(main({list(args)!r}))\n")
     return subprocess.Popen([sys.executable, "-c", script], env=os.environ.copy(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_ctrl_c)
 
 
 def _interrupt(proc: subprocess.Popen) -> list[str]:
