@@ -197,7 +197,7 @@ def mlp(size: int, multiplier: int, activation: str) -> nn.Sequential:
 # ============================================================================= geometric inputs
 @dataclass
 class Geometry:
-    """Parameter-free network inputs, computed once per forward pass from the graph."""
+    """Parameter-free network inputs of a graph's rows (in a forward pass: of each chunk of centre atoms)."""
 
     graph: NeighborGraph
     unit: Tensor  # (N, K, 3) centre -> neighbour unit vectors, 0 for the self-loop and padding
@@ -313,12 +313,13 @@ def width_plan(kept: list[int], hidden: int) -> list[tuple[int, int]]:
         width = max(kept[starts[i]], 1)
         return [(rows, width) for rows in row_chunks(starts[j] - starts[i], width, hidden)]
 
-    def cost(chunks: list[tuple[int, int]]) -> int:
-        return sum(CHUNK_COST_EDGES + rows * width for rows, width in chunks)
-
-    best: list[tuple[int, list[tuple[int, int]]]] = [(0, [])]  # the cheapest plan of the first runs
+    best: list[tuple[int, list[tuple[int, int]]]] = [(0, [])]  # (cost, plan) of the first j runs, the cheapest
     for j in range(1, len(starts)):
-        options = ((best[i][0] + cost(run(i, j)), best[i][1] + run(i, j)) for i in range(j))
+        options = []
+        for i in range(j):
+            last = run(i, j)
+            cost = sum(CHUNK_COST_EDGES + rows * width for rows, width in last)
+            options.append((best[i][0] + cost, best[i][1] + last))
         best.append(min(options, key=lambda option: option[0]))
     return best[-1][1]
 
