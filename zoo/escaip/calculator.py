@@ -45,9 +45,7 @@ class EScAIPCalculator(Calculator):
         super().calculate(atoms, properties, system_changes)
         want_stress = self._check_stress(properties, [self.atoms])
         batch = atoms_to_batch([self.atoms], self.device)
-        self.module.check_inputs(batch)
-        out = self.module._predict_valid(batch, stress=want_stress, table=self._candidates(batch),
-                                         compiled=self.compiled)
+        out = self.module.predict(batch, stress=want_stress, candidates=self._candidates, compiled=self.compiled)
         self.results = self._ase_results({key: value if key == "forces" else value[0] for key, value in out.items()},
                                          want_stress)
 

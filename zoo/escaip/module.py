@@ -142,10 +142,14 @@ class EScAIPModule(ZooModule):
             raise ValueError(f"element(s) {', '.join(chemical_symbol(v) for v in missing)} were not in this model's "
                              f"training data; it supports {', '.join(known)}")
 
-    def predict(self, batch: dict[str, Tensor], *, stress: bool | None = None) -> dict[str, Tensor]:
-        """Physical predictions (detached): energy (G,) float64 in eV, forces (N, 3) eV/Å, stress (G, 3, 3) eV/Å^3."""
+    def predict(self, batch: dict[str, Tensor], *, stress: bool | None = None, candidates=None,
+                compiled: bool = False) -> dict[str, Tensor]:
+        """Physical predictions (detached): energy (G,) float64 in eV, forces (N, 3) eV/Å, stress (G, 3, 3) eV/Å^3.
+        ``candidates``: a ``graph.SkinCandidates`` kept across calls on the same systems (MD); ``compiled``: see
+        ``EScAIP.forward``."""
         self.check_inputs(batch)
-        return self._predict_valid(batch, stress=stress)
+        return self._predict_valid(batch, stress=stress, table=None if candidates is None else candidates(batch),
+                                   compiled=compiled)
 
     def predict_many(self, images: Sequence, *, stress: bool | None = None,
                      max_atoms: int = 4096, compiled: bool = False) -> list[dict[str, Tensor]]:

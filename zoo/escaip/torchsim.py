@@ -54,7 +54,6 @@ class EScAIPTorchSimModel(ModelInterface):
             "pbc": torch.as_tensor(state.pbc, device=self._device).expand(state.n_systems, 3),
             "natoms": natoms,
         }
-        self.module.check_inputs(batch)
-        out = self.module._predict_valid(batch, stress=self._compute_stress, table=self._candidates(batch),
-                                         compiled=self._compiled)
+        out = self.module.predict(batch, stress=self._compute_stress, candidates=self._candidates,
+                                  compiled=self._compiled)
         return {key: value.to(state.positions.dtype) for key, value in out.items()}  # the state's precision
